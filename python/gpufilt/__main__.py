@@ -1,0 +1,38 @@
+"""Command line: ``python -m gpufilt info`` and ``python -m gpufilt demo``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _print_info():
+    from . import info
+    facts = info()
+    print(json.dumps(facts, indent=2, default=str))
+    cuda = facts["cuda"]
+    if cuda["usable"]:
+        names = ", ".join(d["name"] for d in cuda["devices"])
+        print(f"\nhello from the GPU: {len(cuda['devices'])} usable CUDA device(s): {names}")
+    else:
+        print(f"\nno usable CUDA device: {cuda['unusable_reason']}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m gpufilt", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("info", help="build, CUDA runtime and devices, library versions")
+    demo = commands.add_parser("demo", help="filter a synthetic noisy volume on CPU and GPU, "
+                                            "check against scipy, time it, write a PNG")
+    demo.add_argument("--size", type=int, default=128, help="edge of the cubic volume (default 128)")
+    demo.add_argument("--out", default="gpufilt-demo.png", help="where to write the before/after PNG")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        return _print_info()
+    from ._demo import run_demo
+    return run_demo(size=args.size, png_path=args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Argument normalisation shared by the filters, with scipy.ndimage's rules
+and clearer messages. Every check raises before any data is touched."""
+from __future__ import annotations
+
+import numbers
+import operator
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+
+try:
+    from numpy.exceptions import AxisError
+except ImportError:  # numpy < 1.25
+    AxisError = np.AxisError
+
+# scipy.ndimage's filter mode codes (_extend_mode_to_code with is_filter=True).
+MODES = {
+    "nearest": 0, "wrap": 1, "grid-wrap": 1, "reflect": 2, "grid-mirror": 2,
+    "mirror": 3, "constant": 4, "grid-constant": 4,
+}
+
+
+def mode_code(mode) -> int:
+    try:
+        return MODES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(f"mode {mode!r} is not supported; use one of "
+                         f"{', '.join(repr(m) for m in MODES)}") from None
+
+
+def normalize_sequence(value, rank: int, name: str) -> list:
+    """A scalar repeated `rank` times, or a sequence of exactly `rank` items."""
+    if not isinstance(value, str) and np.iterable(value):
+        items = list(value)
+        if len(items) != rank:
+            raise ValueError(f"{name} has {len(items)} entries but {rank} are needed "
+                             "(one per filtered axis)")
+        return items
+    return [value] * rank
+
+
+def check_axis(axis, ndim: int) -> int:
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an integer, not {type(axis).__name__}") from None
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
+    return axis % ndim
+
+
+def check_axes(axes, ndim: int) -> tuple:
+    """scipy's `axes` argument as a tuple of distinct non-negative axes."""
+    if axes is None:
+        return tuple(range(ndim))
+    if np.isscalar(axes):
+        axes = (axes,)
+    if not isinstance(axes, Iterable):
+        raise ValueError("axes must be an integer, iterable of integers, or None")
+    axes = tuple(check_axis(ax, ndim) for ax in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axes must be unique, got {axes}")
+    return axes
+
+
+def check_origin(origin, taps: int) -> int:
+    try:
+        origin = operator.index(origin)
+    except TypeError:
+        raise TypeError(f"origin must be an integer, not {type(origin).__name__}") from None
+    if not -(taps // 2) <= origin <= (taps - 1) // 2:
+        raise ValueError(f"invalid origin {origin} for a filter of size {taps}; origin must "
+                         f"satisfy -(size // 2) <= origin <= (size - 1) // 2")
+    return origin
+
+
+def check_size(size, name="size") -> int:
+    try:
+        value = operator.index(size)
+    except TypeError:
+        if isinstance(size, numbers.Real) and float(size).is_integer():
+            value = int(size)
+        else:
+            raise TypeError(f"{name} must be an integer, not {size!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def check_sigma(sigma) -> float:
+    try:
+        sigma = float(sigma)
+    except (TypeError, ValueError):
+        raise TypeError(f"sigma must be a real number, not {sigma!r}") from None
+    if not sigma >= 0:  # also refuses nan
+        raise ValueError(f"sigma must be non-negative, got {sigma}")
+    return sigma
+
+
+def check_order(order) -> int:
+    try:
+        order = operator.index(order)
+    except TypeError:
+        raise TypeError(f"order must be an integer, not {order!r}") from None
+    if order < 0:
+        raise ValueError(f"order must be non-negative, got {order}")
+    return order
+
+
+def check_cval(cval, input_dtype: np.dtype):
+    if np.iscomplexobj(cval) and input_dtype.kind != "c":
+        raise ValueError("Cannot provide a complex-valued cval when the input is real.")
+    return cval
+
+
+def result_dtype(output_dtype, input_dtype: np.dtype, complex_output: bool) -> np.dtype:
+    """Dtype a filter writes: the requested one, else the input's; promoted
+    to complex (with scipy's warning) when the result must be complex."""
+    if output_dtype is None:
+        dtype = input_dtype
+        return np.promote_types(dtype, np.complex64) if complex_output else dtype
+    if complex_output and output_dtype.kind != "c":
+        warnings.warn("promoting specified output dtype to complex", stacklevel=4)
+        return np.promote_types(output_dtype, np.complex64)
+    return output_dtype

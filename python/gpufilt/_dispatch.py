@@ -1,0 +1,268 @@
+"""Where a call runs and what it hands back.
+
+One place decides, for any array-like: which library it belongs to, where it
+lives (CPU or a CUDA device), how an output is allocated with that library,
+and which CUDA stream the work is enqueued on. The kernels themselves are
+reached through one binding function per kernel family (``_core`` for the
+CPU, ``_cuda`` for CUDA).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+
+_cuda = None
+_cuda_error = None
+try:  # the CUDA module exists only when the build found nvcc
+    from . import _cuda
+except ImportError as exc:  # pragma: no cover - depends on the build
+    _cuda_error = f"gpufilt was built without CUDA ({exc})"
+
+
+def cuda_module():
+    """The CUDA extension module, or a clear error saying why there is none."""
+    if _cuda is None:
+        raise ValueError(f"a CUDA array was passed but {_cuda_error}; "
+                         "rebuild with nvcc on PATH (GPUFILT_CUDA=ON) or pass CPU arrays")
+    reason = _cuda.unusable_reason()
+    if reason:
+        raise ValueError(f"a CUDA array was passed but no CUDA device is usable: {reason}")
+    return _cuda
+
+
+def describe(array):
+    """What gpufilt's importer sees of ``array``.
+
+    Returns a dict with the protocol used (``dlpack``,
+    ``cuda_array_interface`` or ``buffer``), ``device`` (``cpu``/``cuda``),
+    ``device_id``, the data pointer, ``shape``, byte ``strides``, ``dtype``,
+    ``itemsize``, ``readonly`` and the producer's CAI ``stream`` (if any).
+    Importing a DLPack capsule consumes it.
+    """
+    module = _cuda if _cuda is not None else _core
+    return module.describe(array)
+
+
+# ----------------------------------------------------------------- libraries
+
+def _library(obj):
+    """Short name of the library that produced ``obj``."""
+    if isinstance(obj, np.ndarray):
+        return "numpy"
+    module = type(obj).__module__.split(".", 1)[0]
+    if module in ("cupy", "torch", "numpy"):
+        return module
+    if module in ("jax", "jaxlib"):
+        return "jax"
+    if hasattr(obj, "__dlpack_device__") or hasattr(obj, "__cuda_array_interface__"):
+        return "other"
+    return "buffer"
+
+
+_TORCH_DTYPES = {}
+
+
+def _torch_dtype(dtype):
+    import torch
+    if not _TORCH_DTYPES:
+        for name in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                     "uint64", "float16", "float32", "float64", "complex64", "complex128"):
+            if hasattr(torch, name):
+                _TORCH_DTYPES[np.dtype(name)] = getattr(torch, name)
+    try:
+        return _TORCH_DTYPES[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"torch has no dtype matching {np.dtype(dtype)}") from None
+
+
+def _numpy_dtype(dtype):
+    """numpy dtype of a numpy, cupy, jax or torch dtype."""
+    if type(dtype).__module__ == "torch":
+        name = str(dtype).rsplit(".", 1)[-1]
+        try:
+            return np.dtype(name)
+        except TypeError:
+            raise TypeError(f"input has unsupported dtype {dtype}; gpufilt accepts bool, integer, "
+                            "float16/32/64 and complex64/128 tensors") from None
+    return np.dtype(dtype)
+
+
+class Operand:
+    """An input array as a call sees it: the object handed to the kernels,
+    its library, shape, numpy dtype, and device."""
+
+    __slots__ = ("obj", "library", "shape", "dtype", "device", "device_id")
+
+    def __init__(self, obj, name="input"):
+        self.library = _library(obj)
+        if self.library == "buffer":
+            obj = _buffer_as_numpy(obj, name)
+            self.library = "numpy"
+        elif self.library == "torch" and obj.requires_grad:
+            obj = obj.detach()  # a view: DLPack refuses tensors that require grad
+        self.obj = obj
+        if self.library in ("numpy", "cupy", "torch", "jax"):
+            self.shape = tuple(obj.shape)
+            self.dtype = _numpy_dtype(obj.dtype)
+            self.device, self.device_id = _device_of(obj, self.library)
+        else:
+            seen = describe(obj) if not hasattr(obj, "__cuda_array_interface__") else _cai_view(obj)
+            self.shape, self.dtype = seen["shape"], np.dtype(seen["dtype"])
+            self.device, self.device_id = seen["device"], seen["device_id"]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+
+def _buffer_as_numpy(obj, name):
+    """A zero-copy numpy view of a plain buffer (bytearray, memoryview, ...)."""
+    try:
+        return np.asarray(memoryview(obj))
+    except TypeError:
+        raise TypeError(f"{name} of type {type(obj).__name__} is not an array: gpufilt accepts objects "
+                        "with __dlpack__, __cuda_array_interface__ or the buffer protocol") from None
+    except (ValueError, NotImplementedError) as exc:
+        raise TypeError(f"{name} exposes a buffer gpufilt cannot read: {exc}") from None
+
+
+def _cai_view(obj):
+    """Shape, dtype and device of a CAI-only producer (numba), without importing it twice."""
+    cai = obj.__cuda_array_interface__
+    try:
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(int(s) for s in cai["shape"])
+    except (KeyError, TypeError, ValueError):
+        return describe(obj)  # let the importer raise its precise error
+    return {"shape": shape, "dtype": dtype.name, "device": "cuda", "device_id": -1}
+
+
+def _device_of(obj, library):
+    if library == "numpy":
+        return "cpu", 0
+    if library == "cupy":
+        return "cuda", obj.device.id
+    if library == "torch":
+        dev = obj.device
+        if dev.type == "cuda":
+            return "cuda", dev.index
+        if dev.type == "cpu":
+            return "cpu", 0
+        raise ValueError(f"input is a torch tensor on {dev}; gpufilt runs on cpu and cuda devices")
+    kind, index = obj.__dlpack_device__()
+    if int(kind) in (2, 13):
+        return "cuda", int(index)
+    return "cpu", 0
+
+
+# -------------------------------------------------------------------- output
+
+def allocate_like(src: Operand, dtype):
+    """An uninitialised array of src's shape and `dtype`, by src's own library
+    on src's device (cupy for CUDA arrays of other producers, numpy for plain
+    buffers and for jax, whose arrays are immutable)."""
+    dtype = np.dtype(dtype)
+    if src.library == "torch":
+        import torch
+        return torch.empty(src.shape, dtype=_torch_dtype(dtype), device=src.obj.device)
+    if src.device == "cuda":
+        cupy = _import_cupy(src)
+        with cupy.cuda.Device(src.device_id if src.device_id >= 0 else cupy.cuda.Device().id):
+            return cupy.empty(src.shape, dtype=dtype)
+    return np.empty(src.shape, dtype=dtype)
+
+
+def _import_cupy(src):
+    try:
+        import cupy
+    except ImportError:
+        raise ValueError(f"allocating the output for a CUDA {src.library} array needs cupy "
+                         "(pip install gpufilt[cuda]); or pass output= an array") from None
+    return cupy
+
+
+def hand_back(out, src: Operand):
+    """A freshly written result in the caller's library."""
+    library = src.library
+    if library == "jax":  # immutable arrays: the result is handed over whole
+        import jax.numpy as jnp
+        return jnp.from_dlpack(out)
+    return out
+
+
+def _is_dtype_like(output):
+    return isinstance(output, (type, np.dtype, str)) or (
+        type(output).__module__ == "torch" and not hasattr(output, "shape"))
+
+
+def resolve_output(output, src: Operand, default_dtype):
+    """(kernel array, caller's array or None) for scipy's ``output`` argument:
+    None -> a new array of `default_dtype`; a dtype -> a new array of it;
+    an array -> that very array, written in place and returned as itself."""
+    if output is None:
+        return allocate_like(src, default_dtype), None
+    if _is_dtype_like(output):
+        return allocate_like(src, output_dtype_of(output)), None
+    dst = Operand(output, "output")
+    if dst.shape != src.shape:
+        raise ValueError(f"output shape {dst.shape} does not match input shape {src.shape}")
+    return dst.obj, output
+
+
+def output_dtype_of(output):
+    """The dtype `output` asks for (array or dtype), or None."""
+    if output is None:
+        return None
+    if _is_dtype_like(output):
+        if type(output).__module__ == "torch":
+            return _numpy_dtype(output)
+        try:
+            dtype = np.dtype(output)
+        except TypeError as exc:
+            raise TypeError(f"output must be an array or a dtype, not {output!r}") from exc
+        if dtype.kind not in "biufc":
+            raise TypeError(f"output dtype {dtype} is not supported; gpufilt accepts bool, integer, "
+                            "float and complex dtypes")
+        return dtype
+    if hasattr(output, "dtype"):
+        return _numpy_dtype(output.dtype)
+    return Operand(output, "output").dtype
+
+
+# -------------------------------------------------------------------- stream
+
+def resolve_stream(stream, src: Operand):
+    """The CUDA stream (as an int) a GPU call is enqueued on: `stream` if
+    given (int, cupy or torch stream), else the current stream of the input's
+    library, else the legacy default stream (0)."""
+    if stream is not None:
+        for attr in ("ptr", "cuda_stream"):
+            if hasattr(stream, attr):
+                return int(getattr(stream, attr))
+        if isinstance(stream, int) and not isinstance(stream, bool) and stream >= 0:
+            return stream
+        raise TypeError("stream must be None, a non-negative int (cudaStream_t), "
+                        f"or a cupy/torch stream, not {stream!r}")
+    if src.library == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    if src.library == "torch":
+        import torch
+        return torch.cuda.current_stream(src.device_id).cuda_stream
+    return 0
+
+
+# ------------------------------------------------------------------- running
+
+def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
+    """Runs 1-D passes from src into `output` (scipy's output argument) on
+    src's device; returns the caller's result object."""
+    out, result = resolve_output(output, src, default_dtype)
+    cval = complex(cval)
+    if src.device == "cpu":
+        _core.separable(src.obj, out, passes, cval.real, cval.imag)
+    else:
+        cuda_module().separable(src.obj, out, passes, cval.real, cval.imag,
+                                resolve_stream(stream, src))
+    return hand_back(out, src) if result is None else result

@@ -1,0 +1,102 @@
+// gpufilt._cuda: built when nvcc is found. The CUDA kernels behind the same
+// binding functions as _core, plus the CUDA runtime report for info().
+// Host-compiled: it reaches CUDA only through src/cuda/api.hpp.
+#include <pybind11/pybind11.h>
+
+#include "bindings/common.hpp"
+#include "cuda/api.hpp"
+
+namespace py = pybind11;
+using namespace gpufilt;
+
+namespace {
+
+ImportOptions cuda_options(intptr_t stream) {
+  ImportOptions o;
+  o.stream = stream;
+  o.pointer_device = &cuda::pointer_device;
+  return o;
+}
+
+py::dict runtime_info() {
+  cuda::RuntimeInfo r = cuda::runtime_info();
+  py::list devices;
+  for (const auto& d : r.devices) {
+    py::dict dev;
+    dev["index"] = d.index;
+    dev["name"] = d.name;
+    dev["compute_capability"] = py::make_tuple(d.major, d.minor);
+    dev["total_memory"] = d.total_memory;
+    dev["multiprocessors"] = d.multiprocessors;
+    devices.append(dev);
+  }
+  py::dict info;
+  info["driver_version"] = r.driver_version;
+  info["runtime_version"] = r.runtime_version;
+  info["unusable_reason"] = r.unusable_reason;
+  info["devices"] = devices;
+  return info;
+}
+
+// Decided once per process: drivers and devices do not come and go.
+const std::string& unusable_reason() {
+  static const std::string reason = cuda::runtime_info().unusable_reason;
+  return reason;
+}
+
+py::dict build_info() {
+  py::dict d;
+  d["version"] = GPUFILT_VERSION;
+  d["cuda_compiler"] = GPUFILT_CUDA_COMPILER;
+  d["cuda_architectures"] = GPUFILT_CUDA_ARCHITECTURES;
+  return d;
+}
+
+// Device guard and the producer's CAI streams, for the life of one call.
+struct CallScope {
+  cuda::DeviceGuard guard;
+  CallScope(const ImportedArray& in, const ImportedArray& out, intptr_t stream)
+      : guard(in.desc.device_id) {
+    for (const ImportedArray* a : {&in, &out})
+      if (a->producer_stream) cuda::stream_wait(a->producer_stream, stream);
+  }
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_cuda, m) {
+  m.doc() = "gpufilt CUDA kernels";
+  m.attr("__version__") = GPUFILT_VERSION;
+
+  // C++ CudaError -> gpufilt.CudaError (defined in Python, so that no class is
+  // registered twice and it exists in CPU-only builds too).
+  static py::object cuda_error_type =
+      py::module_::import("gpufilt._errors").attr("CudaError");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const cuda::CudaError& e) {
+      py::object err = cuda_error_type(e.what(), e.name, e.code, e.file, e.line);
+      PyErr_SetObject(cuda_error_type.ptr(), err.ptr());
+    }
+  });
+
+  m.def("describe", [](py::handle obj) {
+    return describe_array(import_array(obj, "array", Access::Read, cuda_options(0)));
+  }, py::arg("array"), "What the importer sees of `array`, CUDA pointers resolved to their device.");
+
+  m.def("separable", [](py::handle input, py::handle output, const py::sequence& passes, double cval,
+                        double cval_imag, intptr_t stream) {
+    cuda::CudaBackend backend(stream);
+    separable_call(backend, input, output, passes, cval, cval_imag, cuda_options(stream), Device::CUDA,
+                   [stream](const ImportedArray& in, const ImportedArray& out) {
+                     return std::make_unique<CallScope>(in, out, stream);
+                   });
+  }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
+     py::arg("stream"), "Runs 1-D passes from input into output on the input's CUDA device and `stream`.");
+
+  m.def("runtime_info", &runtime_info, "CUDA driver, runtime and devices, or why none is usable.");
+  m.def("unusable_reason", []() { return unusable_reason(); },
+        "Why no CUDA device is usable, or '' when one is.");
+  m.def("build_info", &build_info, "How this module was built.");
+}

@@ -1,0 +1,71 @@
+// Reading any element type as a double and writing a double back with
+// scipy.ndimage's conversion (C casts: truncation toward zero for integers).
+// Shared by the CPU and CUDA kernels.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include "core/dtype.hpp"
+
+namespace gpufilt {
+
+// Storage type of each dtype; float16 is kept as its bits.
+template <DType T> struct storage;
+template <> struct storage<DType::Bool> { using type = uint8_t; };
+template <> struct storage<DType::Int8> { using type = int8_t; };
+template <> struct storage<DType::UInt8> { using type = uint8_t; };
+template <> struct storage<DType::Int16> { using type = int16_t; };
+template <> struct storage<DType::UInt16> { using type = uint16_t; };
+template <> struct storage<DType::Int32> { using type = int32_t; };
+template <> struct storage<DType::UInt32> { using type = uint32_t; };
+template <> struct storage<DType::Int64> { using type = int64_t; };
+template <> struct storage<DType::UInt64> { using type = uint64_t; };
+template <> struct storage<DType::Float16> { using type = uint16_t; };
+template <> struct storage<DType::Float32> { using type = float; };
+template <> struct storage<DType::Float64> { using type = double; };
+
+template <DType T>
+GF_HD double load_as_double(const char* p) {
+  using S = typename storage<T>::type;
+  S v;
+  memcpy(&v, p, sizeof(S));
+  if constexpr (T == DType::Float16) return (double)half_bits_to_float(v);
+  else return (double)v;
+}
+
+// Integers narrower than 64 bits go through int64 so that out-of-range values
+// wrap as they do in scipy on x86 instead of being undefined.
+template <DType T>
+GF_HD void store_from_double(char* p, double v) {
+  using S = typename storage<T>::type;
+  S s;
+  if constexpr (T == DType::Float16) s = float_to_half_bits((float)v);
+  else if constexpr (T == DType::Float32 || T == DType::Float64) s = (S)v;
+  else if constexpr (T == DType::Bool) s = (int64_t)v != 0;
+  else if constexpr (T == DType::UInt64) s = v < 0 ? (S)(int64_t)v : (S)v;
+  else s = (S)(int64_t)v;
+  memcpy(p, &s, sizeof(S));
+}
+
+// Calls Fn<t>::run(args...) for the runtime real dtype t: one switch, so that
+// kernels are templated on the dtype and nothing else.
+template <template <DType> class Fn, class... Args>
+decltype(auto) dispatch_real_dtype(DType t, Args&&... args) {
+  switch (t) {
+    case DType::Bool: return Fn<DType::Bool>::run(static_cast<Args&&>(args)...);
+    case DType::Int8: return Fn<DType::Int8>::run(static_cast<Args&&>(args)...);
+    case DType::UInt8: return Fn<DType::UInt8>::run(static_cast<Args&&>(args)...);
+    case DType::Int16: return Fn<DType::Int16>::run(static_cast<Args&&>(args)...);
+    case DType::UInt16: return Fn<DType::UInt16>::run(static_cast<Args&&>(args)...);
+    case DType::Int32: return Fn<DType::Int32>::run(static_cast<Args&&>(args)...);
+    case DType::UInt32: return Fn<DType::UInt32>::run(static_cast<Args&&>(args)...);
+    case DType::Int64: return Fn<DType::Int64>::run(static_cast<Args&&>(args)...);
+    case DType::UInt64: return Fn<DType::UInt64>::run(static_cast<Args&&>(args)...);
+    case DType::Float16: return Fn<DType::Float16>::run(static_cast<Args&&>(args)...);
+    case DType::Float32: return Fn<DType::Float32>::run(static_cast<Args&&>(args)...);
+    case DType::Float64: return Fn<DType::Float64>::run(static_cast<Args&&>(args)...);
+    default: throw std::invalid_argument(std::string("dtype ") + dtype_name(t) + " is not a real dtype");
+  }
+}
+
+}  // namespace gpufilt

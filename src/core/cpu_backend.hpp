@@ -1,0 +1,20 @@
+// The CPU backend of the separable chains: line-buffered 1-D passes,
+// parallel over lines with OpenMP, on any strides and dtypes.
+#pragma once
+#include "core/separable.hpp"
+
+namespace gpufilt {
+
+class CpuBackend final : public LineBackend {
+ public:
+  void line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass,
+                 double cval) override;
+  void copy(const ArrayDesc& in, const ArrayDesc& out) override;
+  std::unique_ptr<TempBuffer> allocate(int64_t bytes) override;
+  bool filters_in_place() const override { return true; }
+};
+
+// Threads the CPU kernels use (OpenMP's count; 1 without OpenMP).
+int cpu_max_threads();
+
+}  // namespace gpufilt

@@ -1,0 +1,104 @@
+#include "core/separable.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace gpufilt {
+namespace {
+
+// Copies `in` to a fresh C-contiguous temporary so that writing `out` cannot
+// clobber input still to be read.
+ArrayDesc detach_input(LineBackend& backend, const ArrayDesc& in,
+                       std::unique_ptr<TempBuffer>& holder) {
+  holder = backend.allocate(in.size() * itemsize(in.dtype));
+  ArrayDesc copy = contiguous_like(in, in.dtype, holder->data);
+  backend.copy(in, copy);
+  return copy;
+}
+
+// Real data. Line-buffered backends run pass 1 in -> out and the rest in place.
+void chain_in_place(LineBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
+                    const std::vector<LinePass>& passes, double cval) {
+  const ArrayDesc* src = &in;
+  for (const LinePass& pass : passes) {
+    backend.line_pass(*src, out, pass, cval);
+    src = &out;
+  }
+}
+
+// Real data, backends whose passes must not read what they write: ping-pong
+// between `out` and one temporary, ordered so that the last pass lands in `out`.
+// When `in` aliases `out` the first pass must go to the temporary, and an odd
+// chain then ends with a copy.
+void chain_ping_pong(LineBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
+                     const std::vector<LinePass>& passes, double cval) {
+  size_t n = passes.size();
+  bool aliased = may_overlap(in, out);
+  if (n == 1 && !aliased) {
+    backend.line_pass(in, out, passes[0], cval);
+    return;
+  }
+  auto holder = backend.allocate(out.size() * itemsize(out.dtype));
+  ArrayDesc tmp = contiguous_like(out, out.dtype, holder->data);
+  bool final_copy = aliased && n % 2 == 1;
+  // Pass k writes `out` when an even number of writes follow it.
+  const ArrayDesc* src = &in;
+  for (size_t k = 0; k < n; ++k) {
+    size_t writes_after = n - 1 - k + (final_copy ? 1 : 0);
+    const ArrayDesc* dst = writes_after % 2 == 0 ? &out : &tmp;
+    backend.line_pass(*src, *dst, passes[k], cval);
+    src = dst;
+  }
+  if (final_copy) backend.copy(tmp, out);
+}
+
+void chain_real(LineBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
+                const std::vector<LinePass>& passes, double cval) {
+  if (passes.empty()) {
+    backend.copy(in, out);
+  } else if (backend.filters_in_place()) {
+    chain_in_place(backend, in, out, passes, cval);
+  } else {
+    chain_ping_pong(backend, in, out, passes, cval);
+  }
+}
+
+void check_pass(const ArrayDesc& a, const LinePass& pass) {
+  if (pass.axis < 0 || pass.axis >= a.ndim)
+    throw std::out_of_range("axis " + std::to_string(pass.axis) + " is out of range for an array of " +
+                            std::to_string(a.ndim) + " dimensions");
+  int64_t taps = pass.taps();
+  if (taps < 1) throw std::invalid_argument("filter size must be at least 1");
+  if (pass.origin < -(taps / 2) || pass.origin > (taps - 1) / 2)
+    throw std::invalid_argument("invalid origin " + std::to_string(pass.origin) +
+                                "; origin must satisfy -(size // 2) <= origin <= (size - 1) // 2");
+}
+
+}  // namespace
+
+void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
+                   const std::vector<LinePass>& passes, double cval, double cval_imag) {
+  if (!same_shape(in, out)) throw std::invalid_argument("output shape does not match input shape");
+  if (is_complex(in.dtype) != is_complex(out.dtype))
+    throw std::invalid_argument(std::string("output dtype ") + dtype_name(out.dtype) +
+                                " cannot hold the result for input dtype " + dtype_name(in.dtype) +
+                                ": complex input needs a complex output and real input a real one");
+  for (const LinePass& pass : passes) check_pass(in, pass);
+  if (in.size() == 0) return;
+
+  // A partial overlap (a shifted or transposed view of the input) could be
+  // overwritten before it is read: filter from a copy. Exact aliasing is
+  // handled by the chains themselves.
+  std::unique_ptr<TempBuffer> input_copy;
+  if (may_overlap(in, out) && !same_layout(in, out)) in = detach_input(backend, in, input_copy);
+
+  if (!is_complex(in.dtype)) {
+    chain_real(backend, in, out, passes, cval);
+    return;
+  }
+  // Real weights act on each component alone.
+  chain_real(backend, complex_component(in, 0), complex_component(out, 0), passes, cval);
+  chain_real(backend, complex_component(in, 1), complex_component(out, 1), passes, cval_imag);
+}
+
+}  // namespace gpufilt

@@ -1,0 +1,56 @@
+// Separable filtering: a chain of 1-D passes along axes (correlate, uniform),
+// planned once for any backend. The plan owns the rules every backend shares:
+// intermediates are stored in the output dtype (as scipy.ndimage does), input
+// and output may alias, complex data is filtered one component at a time, and
+// at most one temporary the size of the output is used.
+#pragma once
+#include <memory>
+#include <vector>
+#include "core/array.hpp"
+#include "core/border.hpp"
+
+namespace gpufilt {
+
+enum class LineKind : int8_t { Correlate, Uniform };
+
+struct LinePass {
+  int axis = 0;
+  LineKind kind = LineKind::Correlate;
+  std::vector<double> weights;  // Correlate: taps, weights[0] reads furthest left
+  int64_t size = 1;             // Uniform: window length
+  int64_t origin = 0;
+  Mode mode = Mode::Reflect;
+
+  // Taps left of the centre: output[i] reads input[i - left() .. i - left() + taps() - 1].
+  int64_t taps() const { return kind == LineKind::Correlate ? (int64_t)weights.size() : size; }
+  int64_t left() const { return taps() / 2 + origin; }
+};
+
+// Memory a backend hands out for temporaries; released when destroyed.
+class TempBuffer {
+ public:
+  virtual ~TempBuffer() = default;
+  char* data = nullptr;
+};
+
+// What a device must provide to run separable chains.
+class LineBackend {
+ public:
+  virtual ~LineBackend() = default;
+  // out = pass(in). `in` and `out` never overlap unless filters_in_place().
+  virtual void line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass,
+                         double cval) = 0;
+  // out = in, converting the dtype (exact when the dtypes are equal).
+  virtual void copy(const ArrayDesc& in, const ArrayDesc& out) = 0;
+  virtual std::unique_ptr<TempBuffer> allocate(int64_t bytes) = 0;
+  // True when a pass may read and write the very same array (line buffered).
+  virtual bool filters_in_place() const = 0;
+};
+
+// Runs `passes` in order from `in` into `out` (same shape; dtypes may differ;
+// they may overlap). No passes copies `in` into `out`. cval_imag is used for
+// the imaginary component of complex data.
+void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
+                   const std::vector<LinePass>& passes, double cval, double cval_imag = 0.0);
+
+}  // namespace gpufilt
