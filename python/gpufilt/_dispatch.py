@@ -255,14 +255,55 @@ def resolve_stream(stream, src: Operand):
 
 # ------------------------------------------------------------------- running
 
+def _backend(src: Operand, stream):
+    """(kernel module, stream int) for a call on src's device."""
+    if src.device == "cpu":
+        if stream is not None:
+            resolve_stream(stream, src)  # still reject malformed values
+        return _core, 0
+    return cuda_module(), resolve_stream(stream, src)
+
+
 def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
     """Runs 1-D passes from src into `output` (scipy's output argument) on
     src's device; returns the caller's result object."""
     out, result = resolve_output(output, src, default_dtype)
+    module, stream = _backend(src, stream)
     cval = complex(cval)
-    if src.device == "cpu":
-        _core.separable(src.obj, out, passes, cval.real, cval.imag)
-    else:
-        cuda_module().separable(src.obj, out, passes, cval.real, cval.imag,
-                                resolve_stream(stream, src))
+    module.separable(src.obj, out, passes, cval.real, cval.imag, stream)
     return hand_back(out, src) if result is None else result
+
+
+def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
+    """Runs a footprint filter (see _core.footprint) like run_separable."""
+    out, result = resolve_output(output, src, default_dtype)
+    module, stream = _backend(src, stream)
+    cval = complex(cval)
+    module.footprint(src.obj, out, spec, cval.real, cval.imag, stream)
+    return hand_back(out, src) if result is None else result
+
+
+def elementwise(op, a, b, out, src: Operand, stream=None):
+    """out = op(a, b) on src's device ('add', 'subtract', 'square', 'sqrt')."""
+    module, stream = _backend(src, stream)
+    module.elementwise(op, a, b, out, stream)
+
+
+def copy_into(a, out, src: Operand, stream=None):
+    """out[...] = a, converting the dtype, on src's device."""
+    module, stream = _backend(src, stream)
+    module.separable(a, out, [], 0.0, 0.0, stream)
+
+
+def may_share_memory(a, b):
+    """True when the memory ranges of two arrays intersect (conservative)."""
+    ranges = []
+    for x in (a, b):
+        d = describe(x)
+        if 0 in d["shape"]:
+            return False
+        lo = d["data"] + sum(min(0, (n - 1) * s) for n, s in zip(d["shape"], d["strides"]))
+        hi = d["data"] + d["itemsize"] + sum(max(0, (n - 1) * s) for n, s in zip(d["shape"], d["strides"]))
+        ranges.append((d["device"], d["device_id"], lo, hi))
+    (dev_a, id_a, lo_a, hi_a), (dev_b, id_b, lo_b, hi_b) = ranges
+    return dev_a == dev_b and id_a == id_b and lo_a < hi_b and lo_b < hi_a

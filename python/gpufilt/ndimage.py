@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _args
-from ._dispatch import Operand, _is_dtype_like, output_dtype_of, run_separable
+import warnings
+
+from . import _args, _dispatch
+from ._dispatch import Operand, _is_dtype_like, output_dtype_of, run_footprint, run_separable
 
 __all__ = [
-    "correlate1d", "convolve1d", "gaussian_filter1d", "gaussian_filter",
-    "uniform_filter1d", "uniform_filter",
+    "correlate1d", "convolve1d", "correlate", "convolve",
+    "gaussian_filter1d", "gaussian_filter", "uniform_filter1d", "uniform_filter",
+    "minimum_filter1d", "maximum_filter1d", "minimum_filter", "maximum_filter",
+    "median_filter", "rank_filter", "percentile_filter",
+    "sobel", "prewitt", "laplace", "gaussian_laplace", "gaussian_gradient_magnitude",
+    "generic_laplace", "generic_gradient_magnitude",
 ]
 
 
@@ -29,22 +35,68 @@ def _separable(src, passes, output, cval, complex_output=False, stream=None):
     return run_separable(src, output, passes, cval, default, stream)
 
 
+def _footprint_filter(src, spec, output, cval, complex_output=False, stream=None):
+    """Runs a footprint filter with scipy's output rules."""
+    _args.check_cval(cval, src.dtype)
+    if output is not None and _is_dtype_like(output):
+        output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
+    default = _args.result_dtype(None, src.dtype, complex_output)
+    return run_footprint(src, output, spec, cval, default, stream)
+
+
 def _correlate_pass(axis, weights, origin, mode):
     return (axis, "correlate", weights, 1, origin, _args.mode_code(mode))
 
 
-def _real_weights(weights):
+def _as_weights(weights, ndim=None):
+    """Weights as a float64 or complex128 array (1-D unless ndim is None)."""
     w = np.asarray(weights)
-    if w.dtype.kind == "c":
-        raise NotImplementedError("complex weights are not supported yet; filter the real and "
-                                  "imaginary parts of the weights separately")
-    try:
-        w = np.asarray(w, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"weights must be real numbers, got dtype {w.dtype}") from None
-    if w.ndim != 1 or w.shape[0] < 1:
+    if w.dtype.kind not in "biufc":
+        raise TypeError(f"weights must be numbers, got dtype {w.dtype}")
+    w = w.astype(np.complex128 if w.dtype.kind == "c" else np.float64, copy=False)
+    if ndim == 1 and (w.ndim != 1 or w.shape[0] < 1):
         raise ValueError(f"weights must be a non-empty 1-D sequence, got shape {w.shape}")
     return w
+
+
+def _complex_components(x):
+    """Real and imaginary parts of a complex array, as views of it."""
+    return x.real, x.imag
+
+
+def _complex_weights_filter(func, src, weights, output, cval, **kwargs):
+    """func with complex weights as real filters of the components, as scipy
+    does (_complex_via_real_components); `output` is written last, so an
+    output sharing memory with the input gets the result through a temporary."""
+    out_dtype = output_dtype_of(output)
+    dtype = _args.result_dtype(out_dtype, src.dtype, complex_output=True)
+    if output is None or _is_dtype_like(output):
+        out, result = _dispatch.allocate_like(src, dtype), None
+    else:
+        out, result = _dispatch.resolve_output(output, src, dtype)
+        if np.dtype(dtype).kind != "c":
+            raise ValueError("output must have a complex dtype for complex weights")
+    target = out
+    if result is not None and _dispatch.may_share_memory(src.obj, out):
+        target = _dispatch.allocate_like(src, dtype)
+    w_re, w_im = weights.real.copy(), weights.imag.copy()
+    t_re, t_im = _complex_components(target)
+    cval = complex(cval)
+    if src.dtype.kind == "c":
+        x_re, x_im = _complex_components(src.obj)
+        func(x_re, w_re, output=t_re, cval=cval.real, **kwargs)
+        _dispatch.elementwise("subtract", t_re, func(x_im, w_im, output=None, cval=cval.imag, **kwargs),
+                              t_re, src)
+        func(x_re, w_im, output=t_im, cval=cval.real, **kwargs)
+        _dispatch.elementwise("add", t_im, func(x_im, w_re, output=None, cval=cval.imag, **kwargs),
+                              t_im, src)
+    else:
+        _args.check_cval(cval if cval.imag else cval.real, src.dtype)
+        func(src.obj, w_re, output=t_re, cval=cval.real, **kwargs)
+        func(src.obj, w_im, output=t_im, cval=cval.real, **kwargs)
+    if target is not out:
+        _dispatch.copy_into(target, out, src)
+    return _dispatch.hand_back(out, src) if result is None else result
 
 
 def gaussian_kernel1d(sigma: float, order: int, radius: int) -> np.ndarray:
@@ -84,19 +136,23 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
                 *, stream=None):
     """Calculate a 1-D correlation along the given axis (scipy.ndimage.correlate1d)."""
     src = Operand(input)
-    w = _real_weights(weights)
+    w = _as_weights(weights, ndim=1)
     axis = _args.check_axis(axis, src.ndim)
     origin = _args.check_origin(origin, len(w))
+    if w.dtype.kind == "c":  # as np.correlate: conjugate the weights
+        return _complex_weights_filter(correlate1d, src, w.conj(), output, cval, axis=axis,
+                                       mode=mode, origin=origin, stream=stream)
     passes = [_correlate_pass(axis, w.tolist(), origin, mode)]
-    return _separable(src, passes, output, cval, stream=stream)
+    return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
 def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
                *, stream=None):
     """Calculate a 1-D convolution along the given axis (scipy.ndimage.convolve1d)."""
-    w = _real_weights(weights)[::-1]
+    w = _as_weights(weights, ndim=1)
     origin = -_args.check_origin(origin, len(w)) - (1 - len(w) % 2)
-    return correlate1d(input, w, axis, output, mode, cval, origin, stream=stream)
+    # Reversed taps; conjugated so that correlate1d's conjugation cancels out.
+    return correlate1d(input, w[::-1].conj(), axis, output, mode, cval, origin, stream=stream)
 
 
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
@@ -151,3 +207,344 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
     passes = [_uniform_pass(ax, s, o, m) for ax, s, o, m in zip(axes, sizes, origins, modes)
               if _args.check_size(s) > 1]
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+
+
+# ------------------------------------------------------- footprint filters
+
+def _offsets(mask, origins):
+    """Flat (taps x ndim) offsets of the True cells of `mask`, C order,
+    relative to the output element (scipy's centre: shape // 2 + origin)."""
+    where = np.nonzero(mask)
+    centre = [n // 2 + o for n, o in zip(mask.shape, origins)]
+    if mask.ndim == 0:
+        return [], int(bool(mask))
+    offsets = np.stack([w - c for w, c in zip(where, centre)], axis=1)
+    return offsets.ravel().tolist(), len(where[0])
+
+
+def _expand_to_input(ndim, axes, array, name):
+    """An N-D footprint/weights for `axes` as one of the input's rank."""
+    array = np.asarray(array)
+    if array.ndim != len(axes):
+        raise ValueError(f"{name} has {array.ndim} dimensions but {len(axes)} are needed "
+                         f"(one per filtered axis)")
+    if len(axes) < ndim:  # as scipy: the array's axes land on `axes` in increasing order
+        array = np.expand_dims(array, tuple(ax for ax in range(ndim) if ax not in axes))
+    return array
+
+
+def _expand_origins(ndim, axes, origin):
+    origins = _args.normalize_sequence(origin, len(axes), "origin")
+    full = [0] * ndim
+    for ax, o in zip(axes, origins):
+        full[ax] = o
+    return full
+
+
+def _single_mode(mode, what):
+    if not isinstance(mode, str) and np.iterable(mode):
+        raise ValueError(f"a sequence of modes is not supported for {what}; pass one mode")
+    return _args.mode_code(mode)
+
+
+def _check_origins(shape, origins):
+    for n, o in zip(shape, origins):
+        _args.check_origin(o, n)
+
+
+def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution, stream):
+    src = Operand(input)
+    w = _as_weights(weights)
+    axes = _args.check_axes(axes, src.ndim)
+    if w.dtype.kind == "c":
+        if not convolution:  # as np.correlate: conjugate the weights
+            w = w.conj()
+        func = convolve if convolution else correlate
+        return _complex_weights_filter(func, src, w, output, cval, mode=mode, origin=origin,
+                                       axes=axes, stream=stream)
+    w = _expand_to_input(src.ndim, axes, w, "weights")
+    origins = _expand_origins(src.ndim, axes, origin)
+    if convolution:
+        w = w[(slice(None, None, -1),) * w.ndim]
+        origins = [-o - (1 - n % 2) for o, n in zip(origins, w.shape)]
+    _check_origins(w.shape, origins)
+    mask = np.abs(w) > np.finfo(np.float64).eps  # scipy skips (near-)zero weights
+    offsets, taps = _offsets(mask, origins)
+    spec = ("sum", src.ndim, taps, offsets, w[mask].tolist(), 0,
+            _single_mode(mode, "correlate and convolve"))
+    return _footprint_filter(src, spec, output, cval, src.dtype.kind == "c", stream)
+
+
+def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
+              stream=None):
+    """Multidimensional correlation (scipy.ndimage.correlate)."""
+    return _correlate_nd(input, weights, output, mode, cval, origin, axes, False, stream)
+
+
+def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
+             stream=None):
+    """Multidimensional convolution (scipy.ndimage.convolve)."""
+    return _correlate_nd(input, weights, output, mode, cval, origin, axes, True, stream)
+
+
+def _real_operand(input):
+    src = Operand(input)
+    if src.dtype.kind == "c":
+        raise TypeError("complex input is not supported by minimum, maximum, median, rank and "
+                        "percentile filters")
+    return src
+
+
+def _min_max_1d(input, size, axis, output, mode, cval, origin, kind, stream):
+    src = _real_operand(input)
+    axis = _args.check_axis(axis, src.ndim)
+    size = _args.check_size(size)
+    origin = _args.check_origin(origin, size)
+    passes = [(axis, kind, (), size, origin, _args.mode_code(mode))]
+    return _separable(src, passes, output, cval, stream=stream)
+
+
+def minimum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
+                     *, stream=None):
+    """1-D minimum filter (scipy.ndimage.minimum_filter1d)."""
+    return _min_max_1d(input, size, axis, output, mode, cval, origin, "minimum", stream)
+
+
+def maximum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
+                     *, stream=None):
+    """1-D maximum filter (scipy.ndimage.maximum_filter1d)."""
+    return _min_max_1d(input, size, axis, output, mode, cval, origin, "maximum", stream)
+
+
+def _footprint_mask(size, footprint, axes, ndim_image):
+    """The boolean footprint over `axes` from scipy's size/footprint pair."""
+    if footprint is not None:
+        if size is not None:
+            warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=4)
+        return np.asarray(footprint, dtype=bool)
+    if size is None:
+        raise ValueError("no footprint or filter size provided: pass size= or footprint=")
+    sizes = [_args.check_size(s) for s in _args.normalize_sequence(size, len(axes), "size")]
+    return np.ones(sizes, dtype=bool)
+
+
+def _min_or_max(input, size, footprint, output, mode, cval, origin, axes, kind, stream):
+    src = _real_operand(input)
+    axes = _args.check_axes(axes, src.ndim)
+    mask = _footprint_mask(size, footprint, axes, src.ndim)
+    if mask.ndim != len(axes):
+        raise ValueError(f"footprint has {mask.ndim} dimensions but {len(axes)} are needed "
+                         "(one per filtered axis)")
+    if not mask.any():
+        raise ValueError("an all-zero footprint is not supported")
+    if mask.all():  # a box: one 1-D pass per axis
+        origins = _args.normalize_sequence(origin, len(axes), "origin")
+        modes = _args.normalize_sequence(mode, len(axes), "mode")
+        passes = [(ax, kind, (), n, _args.check_origin(o, n), _args.mode_code(m))
+                  for ax, n, o, m in zip(axes, mask.shape, origins, modes) if n > 1]
+        return _separable(src, passes, output, cval, stream=stream)
+    mask = _expand_to_input(src.ndim, axes, mask, "footprint")
+    origins = _expand_origins(src.ndim, axes, origin)
+    _check_origins(mask.shape, origins)
+    offsets, taps = _offsets(mask, origins)
+    spec = (kind, src.ndim, taps, offsets, (), 0, _single_mode(mode, "non-separable footprints"))
+    return _footprint_filter(src, spec, output, cval, stream=stream)
+
+
+def minimum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
+                   origin=0, *, axes=None, stream=None):
+    """Multidimensional minimum filter (scipy.ndimage.minimum_filter)."""
+    return _min_or_max(input, size, footprint, output, mode, cval, origin, axes, "minimum", stream)
+
+
+def maximum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
+                   origin=0, *, axes=None, stream=None):
+    """Multidimensional maximum filter (scipy.ndimage.maximum_filter)."""
+    return _min_or_max(input, size, footprint, output, mode, cval, origin, axes, "maximum", stream)
+
+
+def _rank_position(rank, operation, taps):
+    """0-based rank among `taps` values for rank, median and percentile."""
+    if operation == "median":
+        return taps // 2
+    if operation == "percentile":
+        percentile = float(rank)
+        if percentile < 0.0:
+            percentile += 100.0
+        if not 0.0 <= percentile <= 100.0:
+            raise ValueError(f"percentile must be within [-100, 100], got {rank}")
+        return taps - 1 if percentile == 100.0 else int(float(taps) * percentile / 100.0)
+    try:
+        position = int(np.asarray(rank).item()) if np.ndim(rank) == 0 else None
+    except (TypeError, ValueError):
+        position = None
+    if position is None or position != rank:
+        raise TypeError(f"rank must be an integer, not {rank!r}")
+    if position < 0:
+        position += taps
+    if not 0 <= position < taps:
+        raise ValueError(f"rank {rank} is not within the footprint's {taps} elements")
+    return position
+
+
+def _rank_filter(input, rank, size, footprint, output, mode, cval, origin, axes, operation, stream):
+    src = _real_operand(input)
+    axes = _args.check_axes(axes, src.ndim)
+    mask = _footprint_mask(size, footprint, axes, src.ndim)
+    mask = _expand_to_input(src.ndim, axes, mask, "footprint")
+    origins = _expand_origins(src.ndim, axes, origin)
+    _check_origins(mask.shape, origins)
+    taps = int(mask.sum())
+    if taps == 0:
+        raise ValueError("an all-zero footprint is not supported")
+    position = _rank_position(rank, operation, taps)
+    if position in (0, taps - 1):  # scipy: the minimum or maximum filter
+        kind = "minimum" if position == 0 else "maximum"
+        full_modes = mode
+        if not isinstance(mode, str) and np.iterable(mode):
+            full_modes = ["constant"] * src.ndim
+            for ax, m in zip(axes, _args.normalize_sequence(mode, len(axes), "mode")):
+                full_modes[ax] = m
+        return _min_or_max(src.obj, None, mask, output, full_modes, cval, origins, None, kind,
+                           stream)
+    offsets, ntaps = _offsets(mask, origins)
+    spec = ("rank", src.ndim, ntaps, offsets, (), position, _single_mode(mode, "rank filters"))
+    return _footprint_filter(src, spec, output, cval, stream=stream)
+
+
+def rank_filter(input, rank, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
+                origin=0, *, axes=None, stream=None):
+    """Multidimensional rank filter (scipy.ndimage.rank_filter)."""
+    return _rank_filter(input, rank, size, footprint, output, mode, cval, origin, axes, "rank",
+                        stream)
+
+
+def median_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
+                  origin=0, *, axes=None, stream=None):
+    """Multidimensional median filter (scipy.ndimage.median_filter)."""
+    return _rank_filter(input, 0, size, footprint, output, mode, cval, origin, axes, "median",
+                        stream)
+
+
+def percentile_filter(input, percentile, size=None, footprint=None, output=None, mode="reflect",
+                      cval=0.0, origin=0, *, axes=None, stream=None):
+    """Multidimensional percentile filter (scipy.ndimage.percentile_filter)."""
+    return _rank_filter(input, percentile, size, footprint, output, mode, cval, origin, axes,
+                        "percentile", stream)
+
+
+# ------------------------------------------------------------- derivatives
+
+def _edge_filter(input, axis, output, mode, cval, smoothing, stream):
+    """sobel/prewitt: a central difference along `axis`, `smoothing` across the others."""
+    src = Operand(input)
+    axis = _args.check_axis(axis, src.ndim)
+    modes = _args.normalize_sequence(mode, src.ndim, "mode")
+    passes = [_correlate_pass(axis, [-1.0, 0.0, 1.0], 0, modes[axis])]
+    passes += [_correlate_pass(ax, smoothing, 0, modes[ax]) for ax in range(src.ndim) if ax != axis]
+    return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+
+
+def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None):
+    """Sobel filter (scipy.ndimage.sobel)."""
+    return _edge_filter(input, axis, output, mode, cval, [1.0, 2.0, 1.0], stream)
+
+
+def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None):
+    """Prewitt filter (scipy.ndimage.prewitt)."""
+    return _edge_filter(input, axis, output, mode, cval, [1.0, 1.0, 1.0], stream)
+
+
+def _sum_over_axes(input, derivative, output, mode, cval, axes, square):
+    """The core of generic_laplace (square=False) and
+    generic_gradient_magnitude (square=True): derivative along each axis,
+    (squared,) summed in the output dtype, (square-rooted)."""
+    src = Operand(input)
+    axes = _args.check_axes(axes, src.ndim)
+    out, result = _dispatch.resolve_output(output, src, src.dtype)
+    dtype = output_dtype_of(out)
+    # Every derivative reads the whole input: never write into it early.
+    target = out
+    if result is not None and _dispatch.may_share_memory(src.obj, out):
+        target = _dispatch.allocate_like(src, dtype)
+    if not axes:
+        _dispatch.copy_into(src.obj, target, src)
+    else:
+        modes = _args.normalize_sequence(mode, len(axes), "mode")
+        derivative(input, axes[0], target, modes[0], cval)
+        if square:
+            _dispatch.elementwise("square", target, target, target, src)
+        for ax, m in zip(axes[1:], modes[1:]):
+            tmp = derivative(input, ax, dtype, m, cval)
+            if square:
+                _dispatch.elementwise("square", tmp, tmp, tmp, src)
+            _dispatch.elementwise("add", target, tmp, target, src)
+        if square:
+            _dispatch.elementwise("sqrt", target, target, target, src)
+    if target is not out:
+        _dispatch.copy_into(target, out, src)
+    return _dispatch.hand_back(out, src) if result is None else result
+
+
+def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0, extra_arguments=(),
+                    extra_keywords=None, *, axes=None):
+    """N-D Laplace filter from a second-derivative function (scipy.ndimage.generic_laplace).
+
+    ``derivative2(input, axis, output, mode, cval, *extra_arguments, **extra_keywords)``
+    is called once per axis, with the caller's array; it may use gpufilt's filters."""
+    kw = extra_keywords or {}
+
+    def derivative(x, axis, out, mode, cval):
+        return derivative2(x, axis, out, mode, cval, *extra_arguments, **kw)
+    return _sum_over_axes(input, derivative, output, mode, cval, axes, square=False)
+
+
+def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
+                               extra_arguments=(), extra_keywords=None, *, axes=None):
+    """Gradient magnitude from a first-derivative function
+    (scipy.ndimage.generic_gradient_magnitude)."""
+    kw = extra_keywords or {}
+
+    def first(x, axis, out, mode, cval):
+        return derivative(x, axis, out, mode, cval, *extra_arguments, **kw)
+    return _sum_over_axes(input, first, output, mode, cval, axes, square=True)
+
+
+def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
+    """N-D Laplace filter with [1, -2, 1] second differences (scipy.ndimage.laplace)."""
+    def derivative2(x, axis, out, mode, cval):
+        return correlate1d(x, [1, -2, 1], axis, out, mode, cval, 0)
+    return generic_laplace(input, derivative2, output, mode, cval, axes=axes)
+
+
+def _sigma_per_axis(ndim, axes, sigma):
+    """sigma for every axis of the input, 0 on those not filtered."""
+    sigmas = _args.normalize_sequence(sigma, len(axes), "sigma")
+    full = [0] * ndim
+    for ax, s in zip(axes, sigmas):
+        full[ax] = s
+    return full
+
+
+def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
+    """Laplace filter with Gaussian second derivatives (scipy.ndimage.gaussian_laplace)."""
+    ndim = Operand(input).ndim
+    sigmas = _sigma_per_axis(ndim, _args.check_axes(axes, ndim), sigma)
+
+    def derivative2(x, axis, out, mode, cval):
+        order = [0] * ndim
+        order[axis] = 2
+        return gaussian_filter(x, sigmas, order, out, mode, cval, **kwargs)
+    return generic_laplace(input, derivative2, output, mode, cval, axes=axes)
+
+
+def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
+                                **kwargs):
+    """Gradient magnitude with Gaussian derivatives (scipy.ndimage.gaussian_gradient_magnitude)."""
+    ndim = Operand(input).ndim
+
+    def derivative(x, axis, out, mode, cval):
+        order = [0] * ndim
+        order[axis] = 1
+        return gaussian_filter(x, sigma, order, out, mode, cval, **kwargs)
+    return generic_gradient_magnitude(input, derivative, output, mode, cval, axes=axes)

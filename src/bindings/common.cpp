@@ -3,6 +3,25 @@
 #include <string>
 
 namespace gpufilt {
+namespace {
+
+Mode parse_mode(py::handle code) {
+  int mode = code.cast<int>();
+  if (mode < 0 || mode > 4) throw py::value_error("unknown boundary mode code " + std::to_string(mode));
+  return static_cast<Mode>(mode);
+}
+
+std::vector<double> parse_doubles(py::handle seq) {
+  std::vector<double> v;
+  for (py::handle x : seq.cast<py::sequence>()) v.push_back(x.cast<double>());
+  return v;
+}
+
+std::string where(const ArrayDesc& d) {
+  return d.device == Device::CPU ? std::string("the CPU") : "CUDA device " + std::to_string(d.device_id);
+}
+
+}  // namespace
 
 std::vector<LinePass> parse_passes(const py::sequence& passes) {
   std::vector<LinePass> plan;
@@ -15,34 +34,55 @@ std::vector<LinePass> parse_passes(const py::sequence& passes) {
     std::string kind = t[1].cast<std::string>();
     if (kind == "correlate") p.kind = LineKind::Correlate;
     else if (kind == "uniform") p.kind = LineKind::Uniform;
+    else if (kind == "minimum") p.kind = LineKind::Minimum;
+    else if (kind == "maximum") p.kind = LineKind::Maximum;
     else throw py::value_error("unknown filter pass kind '" + kind + "'");
-    for (py::handle w : t[2].cast<py::sequence>()) p.weights.push_back(w.cast<double>());
+    p.weights = parse_doubles(t[2]);
     p.size = t[3].cast<int64_t>();
     p.origin = t[4].cast<int64_t>();
-    int mode = t[5].cast<int>();
-    if (mode < 0 || mode > 4) throw py::value_error("unknown boundary mode code " + std::to_string(mode));
-    p.mode = static_cast<Mode>(mode);
+    p.mode = parse_mode(t[5]);
     plan.push_back(std::move(p));
   }
   return plan;
 }
 
-namespace {
-std::string where(const ArrayDesc& d) {
-  return d.device == Device::CPU ? std::string("the CPU") : "CUDA device " + std::to_string(d.device_id);
+Footprint parse_footprint(const py::tuple& t) {
+  if (t.size() != 7) throw py::value_error("a footprint is (reduce, ndim, ntaps, offsets, weights, rank, mode)");
+  Footprint f;
+  std::string reduce = t[0].cast<std::string>();
+  if (reduce == "sum") f.reduce = Reduce::Sum;
+  else if (reduce == "minimum") f.reduce = Reduce::Minimum;
+  else if (reduce == "maximum") f.reduce = Reduce::Maximum;
+  else if (reduce == "rank") f.reduce = Reduce::Rank;
+  else throw py::value_error("unknown footprint reduction '" + reduce + "'");
+  f.ndim = t[1].cast<int>();
+  f.ntaps = t[2].cast<int64_t>();
+  for (py::handle x : t[3].cast<py::sequence>()) f.offsets.push_back(x.cast<int64_t>());
+  f.weights = parse_doubles(t[4]);
+  f.rank = t[5].cast<int64_t>();
+  f.mode = parse_mode(t[6]);
+  return f;
 }
-}  // namespace
 
-void require_device(const ImportedArray& input, const ImportedArray& output, Device device) {
+Elementwise parse_elementwise(const std::string& op) {
+  if (op == "add") return Elementwise::Add;
+  if (op == "subtract") return Elementwise::Subtract;
+  if (op == "square") return Elementwise::Square;
+  if (op == "sqrt") return Elementwise::Sqrt;
+  throw py::value_error("unknown elementwise operation '" + op + "'; use 'add', 'subtract', 'square' or 'sqrt'");
+}
+
+void require_device(const std::vector<const ImportedArray*>& arrays, const char* const* names,
+                    Device device) {
   const char* runs_on = device == Device::CPU ? "the CPU" : "a CUDA device";
-  for (const ImportedArray* a : {&input, &output})
-    if (a->desc.device != device)
-      throw py::value_error(std::string(a == &input ? "input" : "output") + " is on " + where(a->desc) +
-                            " but this call runs on " + runs_on +
-                            "; all arrays of one call must be on one device");
-  if (input.desc.device_id != output.desc.device_id)
-    throw py::value_error("input is on " + where(input.desc) + " and output on " + where(output.desc) +
-                          "; all arrays of one call must be on one device");
+  for (size_t i = 0; i < arrays.size(); ++i)
+    if (arrays[i]->desc.device != device)
+      throw py::value_error(std::string(names[i]) + " is on " + where(arrays[i]->desc) + " but this call runs on " +
+                            runs_on + "; all arrays of one call must be on one device");
+  for (size_t i = 1; i < arrays.size(); ++i)
+    if (arrays[i]->desc.device_id != arrays[0]->desc.device_id)
+      throw py::value_error(std::string(names[0]) + " is on " + where(arrays[0]->desc) + " and " + names[i] +
+                            " on " + where(arrays[i]->desc) + "; all arrays of one call must be on one device");
 }
 
 }  // namespace gpufilt

@@ -1,37 +1,91 @@
-// Binding code shared by gpufilt._core and gpufilt._cuda: turning the Python
-// description of a filter into core structures and running it on a backend.
-// Each module compiles its own copy; no pybind11 class is registered here.
+// Binding code shared by gpufilt._core and gpufilt._cuda: the kernel entry
+// points (separable, footprint, elementwise), defined once and registered in
+// each module with that module's device Policy. No pybind11 class is
+// registered here, so nothing is registered twice.
+//
+// A Policy provides:
+//   static constexpr Device device;
+//   explicit Policy(intptr_t stream);
+//   ImportOptions options() const;
+//   LineBackend& backend();
+//   void enter(const std::vector<const ImportedArray*>&);  // GIL held: device
+//                                                          // guard, stream waits
 #pragma once
 #include <pybind11/pybind11.h>
 
 #include <vector>
 
 #include "bindings/interop.hpp"
+#include "core/elementwise.hpp"
+#include "core/footprint.hpp"
 #include "core/separable.hpp"
 
 namespace gpufilt {
 
 // Passes come from Python as (axis, kind, weights, size, origin, mode) tuples,
-// kind "correlate" or "uniform", mode a scipy.ndimage filter mode code.
+// kind "correlate", "uniform", "minimum" or "maximum", mode a scipy.ndimage
+// filter mode code.
 std::vector<LinePass> parse_passes(const py::sequence& passes);
 
-// Both arrays must be on `device` (and one device id); raises ValueError
-// naming the argument otherwise.
-void require_device(const ImportedArray& input, const ImportedArray& output, Device device);
+// A footprint comes as (reduce, ndim, ntaps, offsets, weights, rank, mode),
+// reduce "sum", "minimum", "maximum" or "rank", offsets flat (ntaps x ndim).
+Footprint parse_footprint(const py::tuple& spec);
 
-// Imports input and output, then runs the chain with the GIL released.
-// `prepare` runs before the work with the GIL held (device guard, stream waits).
-template <class Prepare>
-void separable_call(LineBackend& backend, py::handle input, py::handle output,
-                    const py::sequence& passes, double cval, double cval_imag,
-                    const ImportOptions& options, Device device, Prepare&& prepare) {
-  std::vector<LinePass> plan = parse_passes(passes);
-  ImportedArray in = import_array(input, "input", Access::Read, options);
-  ImportedArray out = import_array(output, "output", Access::Write, options);
-  require_device(in, out, device);
-  auto scope = prepare(in, out);
-  py::gil_scoped_release nogil;
-  run_separable(backend, in.desc, out.desc, plan, cval, cval_imag);
+Elementwise parse_elementwise(const std::string& op);
+
+// All arrays must be on `device`, and on one device id; ValueError otherwise.
+void require_device(const std::vector<const ImportedArray*>& arrays, const char* const* names,
+                    Device device);
+
+template <class Policy>
+void register_kernels(py::module_& m) {
+  m.def("separable", [](py::handle input, py::handle output, const py::sequence& passes, double cval,
+                        double cval_imag, intptr_t stream) {
+    std::vector<LinePass> plan = parse_passes(passes);
+    Policy policy(stream);
+    ImportedArray in = import_array(input, "input", Access::Read, policy.options());
+    ImportedArray out = import_array(output, "output", Access::Write, policy.options());
+    static const char* const names[] = {"input", "output"};
+    require_device({&in, &out}, names, Policy::device);
+    policy.enter({&in, &out});
+    py::gil_scoped_release nogil;
+    run_separable(policy.backend(), in.desc, out.desc, plan, cval, cval_imag);
+  }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
+     py::arg("stream"), "Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output.");
+
+  m.def("footprint", [](py::handle input, py::handle output, const py::tuple& spec, double cval,
+                        double cval_imag, intptr_t stream) {
+    Footprint filter = parse_footprint(spec);
+    Policy policy(stream);
+    ImportedArray in = import_array(input, "input", Access::Read, policy.options());
+    ImportedArray out = import_array(output, "output", Access::Write, policy.options());
+    static const char* const names[] = {"input", "output"};
+    require_device({&in, &out}, names, Policy::device);
+    policy.enter({&in, &out});
+    py::gil_scoped_release nogil;
+    run_footprint(policy.backend(), in.desc, out.desc, filter, cval, cval_imag);
+  }, py::arg("input"), py::arg("output"), py::arg("spec"), py::arg("cval"), py::arg("cval_imag"),
+     py::arg("stream"), "Runs a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode).");
+
+  m.def("elementwise", [](const std::string& op_name, py::handle a, py::handle b, py::handle output,
+                          intptr_t stream) {
+    Elementwise op = parse_elementwise(op_name);
+    Policy policy(stream);
+    ImportedArray x = import_array(a, "a", Access::Read, policy.options());
+    ImportedArray y = import_array(b, "b", Access::Read, policy.options());
+    ImportedArray out = import_array(output, "out", Access::Write, policy.options());
+    static const char* const names[] = {"a", "b", "out"};
+    require_device({&x, &y, &out}, names, Policy::device);
+    policy.enter({&x, &y, &out});
+    py::gil_scoped_release nogil;
+    run_elementwise(policy.backend(), op, x.desc, y.desc, out.desc);
+  }, py::arg("op"), py::arg("a"), py::arg("b"), py::arg("out"), py::arg("stream"),
+     "out = op(a, b) for op 'add', 'subtract', 'square' (a*a) or 'sqrt'; one dtype and shape.");
+
+  m.def("describe", [](py::handle obj) {
+    return describe_array(import_array(obj, "array", Access::Read, Policy(0).options()));
+  }, py::arg("array"), "What the importer sees of `array`: protocol, device, pointer, shape, byte strides, dtype, "
+                       "read-only, producer stream.");
 }
 
 }  // namespace gpufilt

@@ -9,6 +9,16 @@ using namespace gpufilt;
 
 namespace {
 
+// CPU calls: no device to set, no stream (the argument is ignored).
+struct CpuPolicy {
+  static constexpr Device device = Device::CPU;
+  explicit CpuPolicy(intptr_t) {}
+  ImportOptions options() const { return {}; }
+  LineBackend& backend() { return backend_; }
+  void enter(const std::vector<const ImportedArray*>&) {}
+  CpuBackend backend_;
+};
+
 py::dict build_info() {
   py::dict d;
   d["version"] = GPUFILT_VERSION;
@@ -27,18 +37,6 @@ py::dict build_info() {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gpufilt CPU kernels and array import";
   m.attr("__version__") = GPUFILT_VERSION;
-
-  m.def("describe", [](py::handle obj) {
-    return describe_array(import_array(obj, "array", Access::Read, ImportOptions{}));
-  }, py::arg("array"), R"pbdoc(What the importer sees of `array` (protocol, device, pointer, shape, byte strides, dtype, read-only).)pbdoc");
-
-  m.def("separable", [](py::handle input, py::handle output, const py::sequence& passes, double cval,
-                        double cval_imag) {
-    CpuBackend backend;
-    separable_call(backend, input, output, passes, cval, cval_imag, ImportOptions{}, Device::CPU,
-                   [](const ImportedArray&, const ImportedArray&) { return 0; });
-  }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag") = 0.0,
-     R"pbdoc(Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output on the CPU.)pbdoc");
-
+  register_kernels<CpuPolicy>(m);
   m.def("build_info", &build_info, "How this module was built.");
 }

@@ -3,6 +3,8 @@
 // Host-compiled: it reaches CUDA only through src/cuda/api.hpp.
 #include <pybind11/pybind11.h>
 
+#include <memory>
+
 #include "bindings/common.hpp"
 #include "cuda/api.hpp"
 
@@ -10,13 +12,6 @@ namespace py = pybind11;
 using namespace gpufilt;
 
 namespace {
-
-ImportOptions cuda_options(intptr_t stream) {
-  ImportOptions o;
-  o.stream = stream;
-  o.pointer_device = &cuda::pointer_device;
-  return o;
-}
 
 py::dict runtime_info() {
   cuda::RuntimeInfo r = cuda::runtime_info();
@@ -52,14 +47,28 @@ py::dict build_info() {
   return d;
 }
 
-// Device guard and the producer's CAI streams, for the life of one call.
-struct CallScope {
-  cuda::DeviceGuard guard;
-  CallScope(const ImportedArray& in, const ImportedArray& out, intptr_t stream)
-      : guard(in.desc.device_id) {
-    for (const ImportedArray* a : {&in, &out})
-      if (a->producer_stream) cuda::stream_wait(a->producer_stream, stream);
+// CUDA calls: run on the input's device, on `stream`, after the producers'
+// CAI streams.
+struct CudaPolicy {
+  static constexpr Device device = Device::CUDA;
+  explicit CudaPolicy(intptr_t stream) : stream_(stream), backend_(stream) {}
+  ImportOptions options() const {
+    ImportOptions o;
+    o.stream = stream_;
+    o.pointer_device = &cuda::pointer_device;
+    return o;
   }
+  LineBackend& backend() { return backend_; }
+  void enter(const std::vector<const ImportedArray*>& arrays) {
+    guard_ = std::make_unique<cuda::DeviceGuard>(arrays[0]->desc.device_id);
+    for (const ImportedArray* a : arrays)
+      if (a->producer_stream) cuda::stream_wait(a->producer_stream, stream_);
+  }
+
+ private:
+  intptr_t stream_;
+  cuda::CudaBackend backend_;
+  std::unique_ptr<cuda::DeviceGuard> guard_;
 };
 
 }  // namespace
@@ -81,20 +90,7 @@ PYBIND11_MODULE(_cuda, m) {
     }
   });
 
-  m.def("describe", [](py::handle obj) {
-    return describe_array(import_array(obj, "array", Access::Read, cuda_options(0)));
-  }, py::arg("array"), "What the importer sees of `array`, CUDA pointers resolved to their device.");
-
-  m.def("separable", [](py::handle input, py::handle output, const py::sequence& passes, double cval,
-                        double cval_imag, intptr_t stream) {
-    cuda::CudaBackend backend(stream);
-    separable_call(backend, input, output, passes, cval, cval_imag, cuda_options(stream), Device::CUDA,
-                   [stream](const ImportedArray& in, const ImportedArray& out) {
-                     return std::make_unique<CallScope>(in, out, stream);
-                   });
-  }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
-     py::arg("stream"), "Runs 1-D passes from input into output on the input's CUDA device and `stream`.");
-
+  register_kernels<CudaPolicy>(m);
   m.def("runtime_info", &runtime_info, "CUDA driver, runtime and devices, or why none is usable.");
   m.def("unusable_reason", []() { return unusable_reason(); },
         "Why no CUDA device is usable, or '' when one is.");

@@ -4,70 +4,14 @@
 #include <cstring>
 #include <vector>
 
-#include "core/cast.hpp"
+#include "core/cpu_lines.hpp"
 #if defined(GPUFILT_OPENMP)
 #include <omp.h>
 #endif
 
 namespace gpufilt {
 namespace {
-
-using LoadLine = void (*)(const char* src, int64_t stride, int64_t n, double* dst);
-using StoreLine = void (*)(const double* src, char* dst, int64_t stride, int64_t n);
-
-template <DType T>
-struct LineIO {
-  static void load(const char* src, int64_t stride, int64_t n, double* dst) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = load_as_double<T>(src + i * stride);
-  }
-  static void store(const double* src, char* dst, int64_t stride, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) store_from_double<T>(dst + i * stride, src[i]);
-  }
-  static std::pair<LoadLine, StoreLine> run() { return {&load, &store}; }
-};
-
-// The lines of an array along one axis: line l starts at base + offset(l).
-struct Lines {
-  int64_t count = 1, length = 1;
-  int outer_ndim = 0;
-  int64_t outer_shape[kMaxDims];
-  int64_t outer_strides[2][kMaxDims];  // [array][dim], for input and output
-
-  Lines(const ArrayDesc& in, const ArrayDesc& out, int axis) {
-    length = in.ndim ? in.shape[axis] : 1;
-    for (int d = 0; d < in.ndim; ++d) {
-      if (d == axis) continue;
-      outer_shape[outer_ndim] = in.shape[d];
-      outer_strides[0][outer_ndim] = in.strides[d];
-      outer_strides[1][outer_ndim] = out.strides[d];
-      count *= in.shape[d];
-      ++outer_ndim;
-    }
-  }
-  // Byte offsets of line l in the input and the output.
-  void offsets(int64_t l, int64_t& in_off, int64_t& out_off) const {
-    in_off = out_off = 0;
-    for (int d = outer_ndim - 1; d >= 0; --d) {
-      int64_t i = l % outer_shape[d];
-      l /= outer_shape[d];
-      in_off += i * outer_strides[0][d];
-      out_off += i * outer_strides[1][d];
-    }
-  }
-};
-
-// Fills the `left` and `right` cells around line[left .. left+n) per `mode`.
-void extend_line(double* ext, int64_t n, int64_t left, int64_t right, Mode mode, double cval) {
-  const double* line = ext + left;
-  for (int64_t j = -left; j < 0; ++j) {
-    int64_t k = border_index(j, n, mode);
-    ext[left + j] = k < 0 ? cval : line[k];
-  }
-  for (int64_t j = n; j < n + right; ++j) {
-    int64_t k = border_index(j, n, mode);
-    ext[left + j] = k < 0 ? cval : line[k];
-  }
-}
+using namespace cpu;
 
 void correlate_line(const double* ext, int64_t n, const std::vector<double>& w, double* res) {
   for (int64_t i = 0; i < n; ++i) res[i] = 0.0;
@@ -86,6 +30,29 @@ void uniform_line(const double* ext, int64_t n, int64_t size, double* res) {
   for (int64_t i = 1; i < n; ++i) {
     sum += ext[i + size - 1] - ext[i - 1];
     res[i] = sum / size;
+  }
+}
+
+// Minimum or maximum over each window of `size`, with scipy's comparison
+// (a later value replaces the running one only if strictly smaller/larger).
+template <bool Minimum>
+void min_max_line(const double* ext, int64_t n, int64_t size, double* res) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = ext[i];
+    for (int64_t k = 1; k < size; ++k) {
+      double x = ext[i + k];
+      if (Minimum ? x < v : x > v) v = x;
+    }
+    res[i] = v;
+  }
+}
+
+void filter_line(const double* ext, int64_t n, const LinePass& pass, double* res) {
+  switch (pass.kind) {
+    case LineKind::Correlate: return correlate_line(ext, n, pass.weights, res);
+    case LineKind::Uniform: return uniform_line(ext, n, pass.size, res);
+    case LineKind::Minimum: return min_max_line<true>(ext, n, pass.size, res);
+    case LineKind::Maximum: return min_max_line<false>(ext, n, pass.size, res);
   }
 }
 
@@ -116,8 +83,7 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
       lines.offsets(l, in_off, out_off);
       load(in.data + in_off, in_stride, n, ext.data() + left);
       extend_line(ext.data(), n, left, right, pass.mode, cval);
-      if (pass.kind == LineKind::Correlate) correlate_line(ext.data(), n, pass.weights, res.data());
-      else uniform_line(ext.data(), n, pass.size, res.data());
+      filter_line(ext.data(), n, pass, res.data());
       store(res.data(), out.data + out_off, out_stride, n);
     }
   }
@@ -147,6 +113,44 @@ void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {
     lines.offsets(l, in_off, out_off);
     load(in.data + in_off, in_stride, n, buf.data());
     store(buf.data(), out.data + out_off, out_stride, n);
+  }
+}
+
+namespace {
+using namespace cpu;
+
+template <DType T>
+struct ElementwiseLine {
+  static void run(Elementwise op, const char* a, int64_t sa, const char* b, int64_t sb, char* out,
+                  int64_t so, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) elementwise_apply<T>(op, a + i * sa, b + i * sb, out + i * so);
+  }
+};
+
+// Byte offset of element `index` (C order) of `a`.
+int64_t element_offset(const ArrayDesc& a, int64_t index) {
+  int64_t off = 0;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    off += (index % a.shape[d]) * a.strides[d];
+    index /= a.shape[d];
+  }
+  return off;
+}
+
+}  // namespace
+
+void CpuBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) {
+  // Lines along the last axis; a 0-d array is one line of one element.
+  const int last = out.ndim - 1;
+  const int64_t n = out.ndim ? out.shape[last] : 1, count = n ? out.size() / n : 0;
+  const int64_t sa = out.ndim ? a.strides[last] : 0, sb = out.ndim ? b.strides[last] : 0,
+                so = out.ndim ? out.strides[last] : 0;
+#pragma omp parallel for schedule(static) if (out.size() > 65536)
+  for (int64_t l = 0; l < count; ++l) {
+    const int64_t first = l * n;
+    dispatch_real_dtype<ElementwiseLine>(out.dtype, op, a.data + element_offset(a, first), sa,
+                                         b.data + element_offset(b, first), sb,
+                                         out.data + element_offset(out, first), so, n);
   }
 }
 

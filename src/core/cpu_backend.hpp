@@ -1,5 +1,5 @@
-// The CPU backend of the separable chains: line-buffered 1-D passes,
-// parallel over lines with OpenMP, on any strides and dtypes.
+// The CPU backend: line-buffered 1-D passes and footprint filters, parallel
+// over lines with OpenMP, on any strides and dtypes.
 #pragma once
 #include "core/separable.hpp"
 
@@ -12,6 +12,9 @@ class CpuBackend final : public LineBackend {
   void copy(const ArrayDesc& in, const ArrayDesc& out) override;
   std::unique_ptr<TempBuffer> allocate(int64_t bytes) override;
   bool filters_in_place() const override { return true; }
+  void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
+                      double cval) override;
+  void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;
 };
 
 // Threads the CPU kernels use (OpenMP's count; 1 without OpenMP).

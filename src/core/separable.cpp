@@ -6,16 +6,6 @@
 namespace gpufilt {
 namespace {
 
-// Copies `in` to a fresh C-contiguous temporary so that writing `out` cannot
-// clobber input still to be read.
-ArrayDesc detach_input(LineBackend& backend, const ArrayDesc& in,
-                       std::unique_ptr<TempBuffer>& holder) {
-  holder = backend.allocate(in.size() * itemsize(in.dtype));
-  ArrayDesc copy = contiguous_like(in, in.dtype, holder->data);
-  backend.copy(in, copy);
-  return copy;
-}
-
 // Real data. Line-buffered backends run pass 1 in -> out and the rest in place.
 void chain_in_place(LineBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
                     const std::vector<LinePass>& passes, double cval) {
@@ -76,6 +66,13 @@ void check_pass(const ArrayDesc& a, const LinePass& pass) {
 
 }  // namespace
 
+ArrayDesc copy_to_temp(LineBackend& backend, const ArrayDesc& in, std::unique_ptr<TempBuffer>& holder) {
+  holder = backend.allocate(in.size() * itemsize(in.dtype));
+  ArrayDesc copy = contiguous_like(in, in.dtype, holder->data);
+  backend.copy(in, copy);
+  return copy;
+}
+
 void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
                    const std::vector<LinePass>& passes, double cval, double cval_imag) {
   if (!same_shape(in, out)) throw std::invalid_argument("output shape does not match input shape");
@@ -90,7 +87,7 @@ void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
   // overwritten before it is read: filter from a copy. Exact aliasing is
   // handled by the chains themselves.
   std::unique_ptr<TempBuffer> input_copy;
-  if (may_overlap(in, out) && !same_layout(in, out)) in = detach_input(backend, in, input_copy);
+  if (may_overlap(in, out) && !same_layout(in, out)) in = copy_to_temp(backend, in, input_copy);
 
   if (!is_complex(in.dtype)) {
     chain_real(backend, in, out, passes, cval);

@@ -8,16 +8,18 @@
 #include <vector>
 #include "core/array.hpp"
 #include "core/border.hpp"
+#include "core/elementwise.hpp"
+#include "core/footprint.hpp"
 
 namespace gpufilt {
 
-enum class LineKind : int8_t { Correlate, Uniform };
+enum class LineKind : int8_t { Correlate, Uniform, Minimum, Maximum };
 
 struct LinePass {
   int axis = 0;
   LineKind kind = LineKind::Correlate;
   std::vector<double> weights;  // Correlate: taps, weights[0] reads furthest left
-  int64_t size = 1;             // Uniform: window length
+  int64_t size = 1;             // Uniform, Minimum, Maximum: window length
   int64_t origin = 0;
   Mode mode = Mode::Reflect;
 
@@ -33,7 +35,7 @@ class TempBuffer {
   char* data = nullptr;
 };
 
-// What a device must provide to run separable chains.
+// What a device must provide to run separable chains and footprint filters.
 class LineBackend {
  public:
   virtual ~LineBackend() = default;
@@ -45,7 +47,17 @@ class LineBackend {
   virtual std::unique_ptr<TempBuffer> allocate(int64_t bytes) = 0;
   // True when a pass may read and write the very same array (line buffered).
   virtual bool filters_in_place() const = 0;
+  // out = filter(in); real dtypes; `in` and `out` never overlap.
+  virtual void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
+                              double cval) = 0;
+  // out = op(a, b); one real dtype, one shape; out may alias a or b exactly.
+  virtual void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b,
+                           const ArrayDesc& out) = 0;
 };
+
+// A C-contiguous copy of `in` in a temporary that `holder` keeps alive: what
+// a filter reads when writing its output could clobber its input.
+ArrayDesc copy_to_temp(LineBackend& backend, const ArrayDesc& in, std::unique_ptr<TempBuffer>& holder);
 
 // Runs `passes` in order from `in` into `out` (same shape; dtypes may differ;
 // they may overlap). No passes copies `in` into `out`. cval_imag is used for

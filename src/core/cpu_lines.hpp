@@ -1,0 +1,73 @@
+// Line-buffer helpers of the CPU kernels: reading a strided line of any
+// dtype into doubles and back, walking the lines of an array along an axis,
+// and extending a buffered line past its ends per the boundary mode.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+#include "core/array.hpp"
+#include "core/border.hpp"
+#include "core/cast.hpp"
+
+namespace gpufilt {
+namespace cpu {
+
+using LoadLine = void (*)(const char* src, int64_t stride, int64_t n, double* dst);
+using StoreLine = void (*)(const double* src, char* dst, int64_t stride, int64_t n);
+
+template <DType T>
+struct LineIO {
+  static void load(const char* src, int64_t stride, int64_t n, double* dst) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = load_as_double<T>(src + i * stride);
+  }
+  static void store(const double* src, char* dst, int64_t stride, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) store_from_double<T>(dst + i * stride, src[i]);
+  }
+  static std::pair<LoadLine, StoreLine> run() { return {&load, &store}; }
+};
+
+// The lines of an array along one axis: line l starts at base + offset(l).
+struct Lines {
+  int64_t count = 1, length = 1;
+  int outer_ndim = 0;
+  int64_t outer_shape[kMaxDims];
+  int64_t outer_strides[2][kMaxDims];  // [array][dim], for input and output
+
+  Lines(const ArrayDesc& in, const ArrayDesc& out, int axis) {
+    length = in.ndim ? in.shape[axis] : 1;
+    for (int d = 0; d < in.ndim; ++d) {
+      if (d == axis) continue;
+      outer_shape[outer_ndim] = in.shape[d];
+      outer_strides[0][outer_ndim] = in.strides[d];
+      outer_strides[1][outer_ndim] = out.strides[d];
+      count *= in.shape[d];
+      ++outer_ndim;
+    }
+  }
+  // Byte offsets of line l in the input and the output.
+  void offsets(int64_t l, int64_t& in_off, int64_t& out_off) const {
+    in_off = out_off = 0;
+    for (int d = outer_ndim - 1; d >= 0; --d) {
+      int64_t i = l % outer_shape[d];
+      l /= outer_shape[d];
+      in_off += i * outer_strides[0][d];
+      out_off += i * outer_strides[1][d];
+    }
+  }
+};
+
+// Fills the `left` and `right` cells around line[left .. left+n) per `mode`.
+inline void extend_line(double* ext, int64_t n, int64_t left, int64_t right, Mode mode, double cval) {
+  const double* line = ext + left;
+  for (int64_t j = -left; j < 0; ++j) {
+    int64_t k = border_index(j, n, mode);
+    ext[left + j] = k < 0 ? cval : line[k];
+  }
+  for (int64_t j = n; j < n + right; ++j) {
+    int64_t k = border_index(j, n, mode);
+    ext[left + j] = k < 0 ? cval : line[k];
+  }
+}
+
+}  // namespace cpu
+}  // namespace gpufilt

@@ -1,0 +1,37 @@
+// Footprint filters: every output element reduces the input values under an
+// N-D footprint (correlate with N-D weights, minimum, maximum, rank/median).
+// The planner owns the rules every backend shares: aliasing input and output
+// is made safe with one copy of the input, and complex data (weighted sums
+// only) is filtered one component at a time.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/array.hpp"
+#include "core/border.hpp"
+
+namespace gpufilt {
+
+enum class Reduce : int8_t { Sum, Minimum, Maximum, Rank };
+
+struct Footprint {
+  Reduce reduce = Reduce::Sum;
+  int ndim = 0;
+  int64_t ntaps = 0;
+  // ntaps x ndim: tap t reads input[i + offsets[t * ndim + d]] along each axis d.
+  std::vector<int64_t> offsets;
+  std::vector<double> weights;  // Sum: one per tap
+  int64_t rank = 0;             // Rank: 0-based position among the taps
+  Mode mode = Mode::Reflect;
+
+  int64_t taps() const { return ntaps; }
+};
+
+class LineBackend;
+
+// Runs `filter` from `in` into `out` (same shape, dtypes may differ, may
+// overlap). cval_imag is used for the imaginary component of complex data.
+void run_footprint(LineBackend& backend, ArrayDesc in, const ArrayDesc& out, const Footprint& filter,
+                   double cval, double cval_imag = 0.0);
+
+}  // namespace gpufilt
