@@ -267,8 +267,8 @@ def _backend(src: Operand, stream):
 def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
     """Runs 1-D passes from src into `output` (scipy's output argument) on
     src's device; returns the caller's result object."""
-    out, result = resolve_output(output, src, default_dtype)
     module, stream = _backend(src, stream)
+    out, result = resolve_output(output, src, default_dtype)
     cval = complex(cval)
     module.separable(src.obj, out, passes, cval.real, cval.imag, stream)
     return hand_back(out, src) if result is None else result
@@ -276,8 +276,8 @@ def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None
 
 def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
     """Runs a footprint filter (see _core.footprint) like run_separable."""
-    out, result = resolve_output(output, src, default_dtype)
     module, stream = _backend(src, stream)
+    out, result = resolve_output(output, src, default_dtype)
     cval = complex(cval)
     module.footprint(src.obj, out, spec, cval.real, cval.imag, stream)
     return hand_back(out, src) if result is None else result

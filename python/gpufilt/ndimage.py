@@ -214,10 +214,10 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
 def _offsets(mask, origins):
     """Flat (taps x ndim) offsets of the True cells of `mask`, C order,
     relative to the output element (scipy's centre: shape // 2 + origin)."""
-    where = np.nonzero(mask)
-    centre = [n // 2 + o for n, o in zip(mask.shape, origins)]
     if mask.ndim == 0:
         return [], int(bool(mask))
+    where = np.nonzero(mask)
+    centre = [n // 2 + o for n, o in zip(mask.shape, origins)]
     offsets = np.stack([w - c for w, c in zip(where, centre)], axis=1)
     return offsets.ravel().tolist(), len(where[0])
 
@@ -264,6 +264,7 @@ def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution,
                                        axes=axes, stream=stream)
     w = _expand_to_input(src.ndim, axes, w, "weights")
     origins = _expand_origins(src.ndim, axes, origin)
+    _check_origins(w.shape, origins)
     if convolution:
         w = w[(slice(None, None, -1),) * w.ndim]
         origins = [-o - (1 - n % 2) for o, n in zip(origins, w.shape)]

@@ -34,10 +34,15 @@ GF_HD double load_as_double(const char* p) {
 }
 
 // Integers narrower than 64 bits go through int64 so that out-of-range values
-// wrap as they do in scipy on x86 instead of being undefined.
+// wrap as they do in scipy on x86 instead of being undefined; values beyond
+// int64 (and NaN) become INT64_MIN first, as x86's conversion makes them, so
+// the CPU (on any processor) and the GPU agree.
 template <DType T>
 GF_HD void store_from_double(char* p, double v) {
   using S = typename storage<T>::type;
+  constexpr bool via_int64 = T != DType::Float16 && T != DType::Float32 && T != DType::Float64 &&
+                             T != DType::UInt64;
+  if (via_int64 && !(v < 9223372036854775808.0 && v >= -9223372036854775808.0)) v = -9223372036854775808.0;
   S s;
   if constexpr (T == DType::Float16) s = float_to_half_bits((float)v);
   else if constexpr (T == DType::Float32 || T == DType::Float64) s = (S)v;

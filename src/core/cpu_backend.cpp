@@ -13,12 +13,28 @@ namespace gpufilt {
 namespace {
 using namespace cpu;
 
-void correlate_line(const double* ext, int64_t n, const std::vector<double>& w, double* res) {
-  for (int64_t i = 0; i < n; ++i) res[i] = 0.0;
-  for (size_t k = 0; k < w.size(); ++k) {
+// In scipy's summation order (see LinePass::symmetry); the loops over i are
+// unit-stride, so they vectorise without changing any element's order.
+void correlate_line(const double* ext, int64_t n, const std::vector<double>& w, int symmetry,
+                    double* res) {
+  const int64_t taps = (int64_t)w.size(), c = taps / 2;
+  if (symmetry != 0) {
+    for (int64_t i = 0; i < n; ++i) res[i] = ext[i + c] * w[c];
+    for (int64_t k = 0; k < c; ++k) {
+      const double wk = w[k];
+      const double *lo = ext + k, *hi = ext + 2 * c - k;
+      if (symmetry > 0)
+        for (int64_t i = 0; i < n; ++i) res[i] += (lo[i] + hi[i]) * wk;
+      else
+        for (int64_t i = 0; i < n; ++i) res[i] += (lo[i] - hi[i]) * wk;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) res[i] = ext[i + taps - 1] * w[taps - 1];
+  for (int64_t k = 0; k + 1 < taps; ++k) {
     const double wk = w[k];
     const double* src = ext + k;
-    for (int64_t i = 0; i < n; ++i) res[i] += wk * src[i];
+    for (int64_t i = 0; i < n; ++i) res[i] += src[i] * wk;
   }
 }
 
@@ -47,9 +63,9 @@ void min_max_line(const double* ext, int64_t n, int64_t size, double* res) {
   }
 }
 
-void filter_line(const double* ext, int64_t n, const LinePass& pass, double* res) {
+void filter_line(const double* ext, int64_t n, const LinePass& pass, int symmetry, double* res) {
   switch (pass.kind) {
-    case LineKind::Correlate: return correlate_line(ext, n, pass.weights, res);
+    case LineKind::Correlate: return correlate_line(ext, n, pass.weights, symmetry, res);
     case LineKind::Uniform: return uniform_line(ext, n, pass.size, res);
     case LineKind::Minimum: return min_max_line<true>(ext, n, pass.size, res);
     case LineKind::Maximum: return min_max_line<false>(ext, n, pass.size, res);
@@ -73,6 +89,7 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
   const Lines lines(in, out, pass.axis);
   const int64_t n = lines.length, taps = pass.taps(), left = pass.left(), right = taps - 1 - left;
   const int64_t in_stride = in.strides[pass.axis], out_stride = out.strides[pass.axis];
+  const int symmetry = pass.symmetry();
 
 #pragma omp parallel if (lines.count * n > 32768)
   {
@@ -83,7 +100,7 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
       lines.offsets(l, in_off, out_off);
       load(in.data + in_off, in_stride, n, ext.data() + left);
       extend_line(ext.data(), n, left, right, pass.mode, cval);
-      filter_line(ext.data(), n, pass, res.data());
+      filter_line(ext.data(), n, pass, symmetry, res.data());
       store(res.data(), out.data + out_off, out_stride, n);
     }
   }

@@ -1,9 +1,26 @@
 #include "core/separable.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
 namespace gpufilt {
+
+int LinePass::symmetry() const {
+  const int64_t n = (int64_t)weights.size(), c = n / 2;
+  if (kind != LineKind::Correlate || n % 2 == 0) return 0;
+  // scipy's test: equal within DBL_EPSILON
+  auto all = [&](auto pair_ok) {
+    for (int64_t k = 1; k <= c; ++k)
+      if (!pair_ok(weights[c + k], weights[c - k])) return false;
+    return true;
+  };
+  const double eps = 2.220446049250313e-16;
+  if (all([&](double a, double b) { return std::fabs(a - b) <= eps; })) return 1;
+  if (all([&](double a, double b) { return std::fabs(a + b) <= eps; })) return -1;
+  return 0;
+}
+
 namespace {
 
 // Real data. Line-buffered backends run pass 1 in -> out and the rest in place.

@@ -26,7 +26,16 @@ struct LinePass {
   // Taps left of the centre: output[i] reads input[i - left() .. i - left() + taps() - 1].
   int64_t taps() const { return kind == LineKind::Correlate ? (int64_t)weights.size() : size; }
   int64_t left() const { return taps() / 2 + origin; }
+  // Correlate: +1 for symmetric, -1 for antisymmetric odd-length weights, else 0.
+  int symmetry() const;
 };
+
+// The order scipy's NI_Correlate1D sums taps in, which every backend follows
+// so that results agree to the last bit (a flat integer image must stay flat
+// after truncation). With c = taps / 2 and x[k] the input under tap k:
+//   symmetric:      w[c]*x[c], then += (x[k] + x[2c-k]) * w[k] for k = 0..c-1
+//   antisymmetric:  w[c]*x[c], then += (x[k] - x[2c-k]) * w[k] for k = 0..c-1
+//   otherwise:      w[T-1]*x[T-1], then += x[k] * w[k] for k = 0..T-2
 
 // Memory a backend hands out for temporaries; released when destroyed.
 class TempBuffer {

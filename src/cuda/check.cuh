@@ -1,0 +1,40 @@
+// What every CUDA source of gpufilt shares: turning a failed runtime call into
+// a CudaError (never exit or abort), and turning the intptr_t stream values
+// of api.hpp into cudaStream_t handles. Included by .cu files only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/api.hpp"
+
+namespace gpufilt::cuda {
+
+// Throws CudaError for `err` (not cudaSuccess). Clears the runtime's
+// last-error state first, so that the next launch check does not report the
+// same failure again.
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* file, int line);
+
+// The stream an intptr_t value names. 1 and 2 are the legacy and per-thread
+// default streams in the CUDA Array Interface and DLPack conventions; the
+// runtime happens to use the same handle values, the switch says so.
+inline cudaStream_t as_stream(intptr_t stream) {
+  switch (stream) {
+    case 1: return cudaStreamLegacy;
+    case 2: return cudaStreamPerThread;
+    default: return reinterpret_cast<cudaStream_t>(stream);
+  }
+}
+
+}  // namespace gpufilt::cuda
+
+// Checks a runtime call; throws gpufilt::cuda::CudaError on failure.
+#define GF_CUDA_CHECK(expr)                                                  \
+  do {                                                                       \
+    const cudaError_t gf_err_ = (expr);                                      \
+    if (gf_err_ != cudaSuccess)                                              \
+      ::gpufilt::cuda::throw_cuda_error(gf_err_, __FILE__, __LINE__);        \
+  } while (0)
+
+// Checks the launch just made (bad configuration, missing kernel image...).
+#define GF_CUDA_CHECK_LAUNCH() GF_CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,138 @@
+// The CUDA runtime as the rest of gpufilt sees it: errors as CudaError, the
+// current device set for a scope, cross-stream ordering without blocking the
+// host, which device owns a pointer, and why no device is usable.
+// runtime_info() runs on machines without a GPU or even a driver (the runtime
+// is linked statically), so it reports instead of throwing.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "cuda/api.hpp"
+#include "cuda/check.cuh"
+
+namespace gpufilt::cuda {
+namespace {
+
+// "src/cuda/x.cu" rather than the build machine's absolute path.
+std::string short_path(const char* file) {
+  const char* tail = std::strstr(file, "src/cuda/");
+  if (tail) return tail;
+  const char* slash = std::strrchr(file, '/');
+  return slash ? slash + 1 : file;
+}
+
+// 13000 -> "13.0"
+std::string version_string(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+std::string error_text(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+std::string driver_too_old(int driver, int runtime) {
+  return "CUDA driver " + version_string(driver) + " is older than the runtime " +
+         version_string(runtime) + " this build needs";
+}
+
+// Why a failed cudaGetDeviceCount leaves no usable device.
+std::string device_count_failure(cudaError_t err, int driver, int runtime) {
+  if (err == cudaErrorNoDevice) return "no CUDA device found";
+  if (err == cudaErrorInsufficientDriver) return driver_too_old(driver, runtime);
+  return "CUDA could not be initialised: " + error_text(err);
+}
+
+void fill_devices(int count, RuntimeInfo& info) {
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop;
+    const cudaError_t err = cudaGetDeviceProperties(&prop, i);
+    if (err != cudaSuccess) {  // skip it, say why if nothing else works
+      cudaGetLastError();
+      info.unusable_reason = "device " + std::to_string(i) + ": " + error_text(err);
+      continue;
+    }
+    info.devices.push_back({i, prop.name, prop.major, prop.minor, (int64_t)prop.totalGlobalMem,
+                            prop.multiProcessorCount});
+  }
+  if (!info.devices.empty()) info.unusable_reason.clear();
+}
+
+}  // namespace
+
+void throw_cuda_error(cudaError_t err, const char* file, int line) {
+  cudaGetLastError();  // a non-sticky error must not resurface at the next check
+  throw CudaError((int)err, cudaGetErrorName(err), cudaGetErrorString(err), short_path(file), line);
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  int current = 0;
+  GF_CUDA_CHECK(cudaGetDevice(&current));
+  if (current == device) return;  // nothing to change or restore
+  GF_CUDA_CHECK(cudaSetDevice(device));
+  previous_ = current;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
+}
+
+void stream_wait(intptr_t producer, intptr_t consumer) {
+  if (producer == consumer) return;
+  cudaEvent_t event;
+  GF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  // The wait captures the event's state now, so the event can go at once;
+  // the runtime frees it when the recorded work completes.
+  cudaError_t err = cudaEventRecord(event, as_stream(producer));
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(as_stream(consumer), event, 0);
+  cudaEventDestroy(event);
+  GF_CUDA_CHECK(err);
+}
+
+int pointer_device(const void* ptr) {
+  if (!ptr) return -1;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();  // no driver, or a pointer CUDA knows nothing of
+    return -1;
+  }
+  const bool on_device = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  return on_device ? attr.device : -1;
+}
+
+RuntimeInfo runtime_info() {
+  RuntimeInfo info;
+  try {
+    cudaRuntimeGetVersion(&info.runtime_version);  // cannot fail: the runtime is linked in
+    if (cudaDriverGetVersion(&info.driver_version) != cudaSuccess || info.driver_version == 0) {
+      cudaGetLastError();
+      info.driver_version = 0;
+      info.unusable_reason = "no CUDA driver found";
+      return info;
+    }
+    // Minor version compatibility: a 13.x runtime runs on any 13.y driver,
+    // so only an older major version is fatal before asking for devices.
+    if (info.driver_version / 1000 < info.runtime_version / 1000) {
+      info.unusable_reason = driver_too_old(info.driver_version, info.runtime_version);
+      return info;
+    }
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      info.unusable_reason = device_count_failure(err, info.driver_version, info.runtime_version);
+      return info;
+    }
+    if (count == 0) {
+      info.unusable_reason = "no CUDA device found";
+      return info;
+    }
+    fill_devices(count, info);
+  } catch (...) {  // std::bad_alloc from a string: report rather than throw
+    info.devices.clear();
+    info.unusable_reason = "CUDA runtime query failed";
+  }
+  return info;
+}
+
+}  // namespace gpufilt::cuda
