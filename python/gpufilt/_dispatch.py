@@ -12,12 +12,18 @@ import numpy as np
 
 from . import _core
 
+import importlib
+import importlib.util
+
 _cuda = None
 _cuda_error = None
-try:  # the CUDA module exists only when the build found nvcc
-    from . import _cuda
-except ImportError as exc:  # pragma: no cover - depends on the build
-    _cuda_error = f"gpufilt was built without CUDA ({exc})"
+if importlib.util.find_spec("gpufilt._cuda") is None:  # built only where nvcc was found
+    _cuda_error = "gpufilt was built without CUDA (no nvcc at build time, or GPUFILT_CUDA=OFF)"
+else:
+    try:
+        _cuda = importlib.import_module("gpufilt._cuda")
+    except ImportError as exc:  # pragma: no cover - a broken install
+        _cuda_error = f"gpufilt's CUDA module failed to load ({exc})"
 
 
 def cuda_module():
@@ -135,7 +141,10 @@ def _cai_view(obj):
         shape = tuple(int(s) for s in cai["shape"])
     except (KeyError, TypeError, ValueError):
         return describe(obj)  # let the importer raise its precise error
-    return {"shape": shape, "dtype": dtype.name, "device": "cuda", "device_id": -1}
+    device_id = -1
+    if _cuda is not None and not _cuda.unusable_reason():
+        device_id = describe(obj)["device_id"]  # CAI has no device id: ask the driver
+    return {"shape": shape, "dtype": dtype.name, "device": "cuda", "device_id": device_id}
 
 
 def _device_of(obj, library):

@@ -234,7 +234,11 @@ def _expand_to_input(ndim, axes, array, name):
 
 
 def _expand_origins(ndim, axes, origin):
+    """Origins for every axis of the input. As scipy: with every axis listed,
+    origin[k] belongs to axis k whatever the order of `axes`."""
     origins = _args.normalize_sequence(origin, len(axes), "origin")
+    if len(axes) == ndim:
+        return origins
     full = [0] * ndim
     for ax, o in zip(axes, origins):
         full[ax] = o
@@ -464,9 +468,13 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square):
     axes = _args.check_axes(axes, src.ndim)
     out, result = _dispatch.resolve_output(output, src, src.dtype)
     dtype = output_dtype_of(out)
-    # Every derivative reads the whole input: never write into it early.
     target = out
-    if result is not None and _dispatch.may_share_memory(src.obj, out):
+    if square and dtype == np.float16:
+        # Squares of float16 derivatives overflow from 256 up: sum them in float32.
+        dtype = np.dtype(np.float32)
+        target = _dispatch.allocate_like(src, dtype)
+    elif result is not None and _dispatch.may_share_memory(src.obj, out):
+        # Every derivative reads the whole input: never write into it early.
         target = _dispatch.allocate_like(src, dtype)
     if not axes:
         _dispatch.copy_into(src.obj, target, src)
@@ -521,6 +529,8 @@ def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
 def _sigma_per_axis(ndim, axes, sigma):
     """sigma for every axis of the input, 0 on those not filtered."""
     sigmas = _args.normalize_sequence(sigma, len(axes), "sigma")
+    if len(axes) == ndim:  # as scipy: sigma[k] belongs to axis k
+        return sigmas
     full = [0] * ndim
     for ax, s in zip(axes, sigmas):
         full[ax] = s

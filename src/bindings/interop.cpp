@@ -322,6 +322,7 @@ void import_buffer(ImportedArray& a, py::handle obj, const char* name, Access ac
       PyBuffer_Release(view.get());
       read_only(name);
     }
+    PyErr_Clear();
     std::string dtype = claimed_dtype(obj);
     if (!dtype.empty()) unsupported_dtype(name, dtype.substr(1));
     throw py::type_error(arg(name) + " of type " +
@@ -334,11 +335,15 @@ void import_buffer(ImportedArray& a, py::handle obj, const char* name, Access ac
   int64_t shape[kMaxDims], strides[kMaxDims];
   if (view->ndim > kMaxDims)
     throw py::value_error(arg(name) + " has too many dimensions");
+  if (view->suboffsets)
+    throw py::type_error(arg(name) + " is an indirect (PIL-style) buffer with suboffsets; gpufilt reads "
+                         "strided buffers only");
+  // Exporters may leave shape NULL (one dimension) and strides NULL (C order).
   for (int i = 0; i < view->ndim; ++i) {
-    shape[i] = view->shape[i];
-    strides[i] = view->strides[i];
+    shape[i] = view->shape ? view->shape[i] : view->len / view->itemsize;
+    strides[i] = view->strides ? view->strides[i] : 0;
   }
-  set_geometry(a.desc, view->ndim, shape, strides, name);
+  set_geometry(a.desc, view->ndim, shape, view->strides ? strides : nullptr, name);
   a.desc.data = static_cast<char*>(view->buf);
   a.desc.device = Device::CPU;
   a.readonly = view->readonly != 0;

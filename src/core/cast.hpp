@@ -9,6 +9,16 @@
 
 namespace gpufilt {
 
+// memcpy for element access: on the device a byte loop, because nvcc may
+// turn a small memcpy into one wide load that faults on a misaligned view.
+GF_HD void copy_element(void* dst, const void* src, size_t n) {
+#if defined(__CUDA_ARCH__)
+  for (size_t i = 0; i < n; ++i) static_cast<unsigned char*>(dst)[i] = static_cast<const unsigned char*>(src)[i];
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
 // Storage type of each dtype; float16 is kept as its bits.
 template <DType T> struct storage;
 template <> struct storage<DType::Bool> { using type = uint8_t; };
@@ -28,7 +38,7 @@ template <DType T>
 GF_HD double load_as_double(const char* p) {
   using S = typename storage<T>::type;
   S v;
-  memcpy(&v, p, sizeof(S));
+  copy_element(&v, p, sizeof(S));
   if constexpr (T == DType::Float16) return (double)half_bits_to_float(v);
   else return (double)v;
 }
@@ -47,9 +57,11 @@ GF_HD void store_from_double(char* p, double v) {
   if constexpr (T == DType::Float16) s = float_to_half_bits((float)v);
   else if constexpr (T == DType::Float32 || T == DType::Float64) s = (S)v;
   else if constexpr (T == DType::Bool) s = (int64_t)v != 0;
-  else if constexpr (T == DType::UInt64) s = v < 0 ? (S)(int64_t)v : (S)v;
+  else if constexpr (T == DType::UInt64)  // x86: wraps below 0, 0 from 2^64 up (and for NaN)
+    s = v >= 0 && v < 18446744073709551616.0 ? (S)v : v < 0 && v >= -9223372036854775808.0 ? (S)(int64_t)v
+      : v < 0 ? (S)9223372036854775808ull : (S)0;
   else s = (S)(int64_t)v;
-  memcpy(p, &s, sizeof(S));
+  copy_element(p, &s, sizeof(S));
 }
 
 // Calls Fn<t>::run(args...) for the runtime real dtype t: one switch, so that

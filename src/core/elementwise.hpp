@@ -33,7 +33,7 @@ template <DType T>
 GF_HD void elementwise_apply(Elementwise op, const char* a, const char* b, char* out) {
   using S = typename storage<T>::type;
   S x, y, r;
-  memcpy(&x, a, sizeof(S));
+  copy_element(&x, a, sizeof(S));
   if constexpr (T == DType::Float16 || T == DType::Bool) {
     const float u = (float)load_as_double<T>(a), v = is_binary(op) ? (float)load_as_double<T>(b) : u;
     const float f = op == Elementwise::Add ? u + v : op == Elementwise::Subtract ? u - v
@@ -41,12 +41,12 @@ GF_HD void elementwise_apply(Elementwise op, const char* a, const char* b, char*
     if constexpr (T == DType::Bool) r = f != 0.0f;
     else r = float_to_half_bits(f);
   } else if constexpr (T == DType::Float32 || T == DType::Float64) {
-    memcpy(&y, is_binary(op) ? b : a, sizeof(S));
+    copy_element(&y, is_binary(op) ? b : a, sizeof(S));
     r = op == Elementwise::Add ? x + y : op == Elementwise::Subtract ? x - y
       : op == Elementwise::Square ? x * x : (S)sqrt((double)x);
   } else {  // integers: wrap around in the unsigned type of the same width
     using U = std::make_unsigned_t<S>;
-    memcpy(&y, is_binary(op) ? b : a, sizeof(S));
+    copy_element(&y, is_binary(op) ? b : a, sizeof(S));
     if (op == Elementwise::Sqrt) {
       store_from_double<T>(out, sqrt((double)x));
       return;
@@ -54,7 +54,7 @@ GF_HD void elementwise_apply(Elementwise op, const char* a, const char* b, char*
     r = (S)(op == Elementwise::Add ? (U)((U)x + (U)y) : op == Elementwise::Subtract ? (U)((U)x - (U)y)
                                                                                    : (U)((U)x * (U)x));
   }
-  memcpy(out, &r, sizeof(S));
+  copy_element(out, &r, sizeof(S));
 }
 
 }  // namespace gpufilt

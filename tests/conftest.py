@@ -1,0 +1,39 @@
+"""pytest configuration: the `cuda` marker skips tests unless a CUDA device
+is usable; shared fixtures. Data and tolerance helpers are in _helpers.py."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from gpufilt import _dispatch
+
+from _helpers import CUDA_USABLE
+
+SEED = 20261123
+
+# jax would otherwise take 75% of GPU memory when its GPU backend starts.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+# ------------------------------------------------------------------ markers
+
+
+def pytest_collection_modifyitems(config, items):
+    if CUDA_USABLE:
+        return
+    reason = _dispatch._cuda_error if _dispatch._cuda is None else _dispatch._cuda.unusable_reason()
+    skip = pytest.mark.skip(reason=f"no usable CUDA device: {reason}")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
+# ----------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def rng():
+    """A fixed-seed generator: random data, reproducible failures."""
+    return np.random.default_rng(SEED)
