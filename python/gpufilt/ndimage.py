@@ -26,22 +26,24 @@ __all__ = [
 
 # ------------------------------------------------------------------ helpers
 
-def _separable(src, passes, output, cval, complex_output=False, stream=None):
-    """Runs the 1-D passes with scipy's output rules (dtype, complex promotion)."""
+def _run(kernel, src, work, output, cval, complex_output, stream):
+    """Runs `kernel` (run_separable or run_footprint) with scipy's output
+    rules: dtype requests, complex promotion, cval checks."""
     _args.check_cval(cval, src.dtype)
     if output is not None and _is_dtype_like(output):
         output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
     default = _args.result_dtype(None, src.dtype, complex_output)
-    return run_separable(src, output, passes, cval, default, stream)
+    return kernel(src, output, work, cval, default, stream)
+
+
+def _separable(src, passes, output, cval, complex_output=False, stream=None):
+    """Runs 1-D passes (axis, kind, weights, size, origin, mode)."""
+    return _run(run_separable, src, passes, output, cval, complex_output, stream)
 
 
 def _footprint_filter(src, spec, output, cval, complex_output=False, stream=None):
-    """Runs a footprint filter with scipy's output rules."""
-    _args.check_cval(cval, src.dtype)
-    if output is not None and _is_dtype_like(output):
-        output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
-    default = _args.result_dtype(None, src.dtype, complex_output)
-    return run_footprint(src, output, spec, cval, default, stream)
+    """Runs a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode)."""
+    return _run(run_footprint, src, spec, output, cval, complex_output, stream)
 
 
 def _correlate_pass(axis, weights, origin, mode):

@@ -37,19 +37,29 @@ Elementwise parse_elementwise(const std::string& op);
 void require_device(const std::vector<const ImportedArray*>& arrays, const char* const* names,
                     Device device);
 
+// A filter's input and output, imported, checked to share the policy's
+// device, and made ready (device guard, producer streams). GIL held.
+struct InputOutput {
+  ImportedArray in, out;
+  template <class Policy>
+  InputOutput(py::handle input, py::handle output, Policy& policy)
+      : in(import_array(input, "input", Access::Read, policy.options())),
+        out(import_array(output, "output", Access::Write, policy.options())) {
+    static const char* const names[] = {"input", "output"};
+    require_device({&in, &out}, names, Policy::device);
+    policy.enter({&in, &out});
+  }
+};
+
 template <class Policy>
 void register_kernels(py::module_& m) {
   m.def("separable", [](py::handle input, py::handle output, const py::sequence& passes, double cval,
                         double cval_imag, intptr_t stream) {
     std::vector<LinePass> plan = parse_passes(passes);
     Policy policy(stream);
-    ImportedArray in = import_array(input, "input", Access::Read, policy.options());
-    ImportedArray out = import_array(output, "output", Access::Write, policy.options());
-    static const char* const names[] = {"input", "output"};
-    require_device({&in, &out}, names, Policy::device);
-    policy.enter({&in, &out});
+    InputOutput io(input, output, policy);
     py::gil_scoped_release nogil;
-    run_separable(policy.backend(), in.desc, out.desc, plan, cval, cval_imag);
+    run_separable(policy.backend(), io.in.desc, io.out.desc, plan, cval, cval_imag);
   }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
      py::arg("stream"), "Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output.");
 
@@ -57,13 +67,9 @@ void register_kernels(py::module_& m) {
                         double cval_imag, intptr_t stream) {
     Footprint filter = parse_footprint(spec);
     Policy policy(stream);
-    ImportedArray in = import_array(input, "input", Access::Read, policy.options());
-    ImportedArray out = import_array(output, "output", Access::Write, policy.options());
-    static const char* const names[] = {"input", "output"};
-    require_device({&in, &out}, names, Policy::device);
-    policy.enter({&in, &out});
+    InputOutput io(input, output, policy);
     py::gil_scoped_release nogil;
-    run_footprint(policy.backend(), in.desc, out.desc, filter, cval, cval_imag);
+    run_footprint(policy.backend(), io.in.desc, io.out.desc, filter, cval, cval_imag);
   }, py::arg("input"), py::arg("output"), py::arg("spec"), py::arg("cval"), py::arg("cval_imag"),
      py::arg("stream"), "Runs a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode).");
 
