@@ -8,12 +8,12 @@ CPU, ``_cuda`` for CUDA).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
 import numpy as np
 
 from . import _core
-
-import importlib
-import importlib.util
 
 _cuda = None
 _cuda_error = None
