@@ -1,0 +1,294 @@
+"""CPU benchmark: gpufilt.ndimage on numpy arrays against scipy.ndimage and OpenCV (issue 5).
+
+What it measures, per case and per thread count (default: 1 and all cores):
+  * the median time of one call for gpufilt, scipy.ndimage and, for the 2-D
+    cases, OpenCV when importable (cv2.GaussianBlur with scipy's kernel size
+    2*round(4*sigma)+1 and BORDER_REFLECT; cv2.medianBlur for the 5x5 uint8
+    median, compared in scipy's 'nearest' mode, which is OpenCV's border);
+  * gpufilt's speed-up over scipy (scipy time / gpufilt time; scipy.ndimage
+    is single-threaded) and over OpenCV at the same thread count;
+  * parallel efficiency t1 / (tN * N) of gpufilt and OpenCV;
+  * the per-call overhead of uniform_filter on a 16-element array.
+
+How: every thread count runs in its own subprocess of this script
+(`--threads N --worker PATH`) with OMP_NUM_THREADS=N, because gpufilt's
+OpenMP runtime reads it once at first use; OpenCV gets cv2.setNumThreads(N).
+In each worker, gpufilt's and OpenCV's results are first checked against
+scipy's (max |diff| relative to the data range, 1e-4 for floats, 1 unit for
+integers, 2 for OpenCV's fixed-point uint8 GaussianBlur; FAIL is printed and
+the run goes on). Then each library gets a warm-up call and time.perf_counter
+times repeated calls on the same random array (never zeros); the repeat
+count adapts so a case takes ~0.75 s per library (0.15 s with --quick). Per-call overhead: thousands of back-to-back
+calls timed together, divided by the count. Library errors are reported in
+the table and do not stop the run.
+
+Usage: python benchmarks/bench_cpu.py [--quick] [--threads 1,all]
+                                      [--cases SUBSTRING] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import _bench
+
+
+@dataclass
+class Case:
+    """One benchmark: call(nd, x) runs the filter with module nd (gpufilt or scipy)."""
+    name: str
+    shape: tuple
+    dtype: str
+    call: Callable
+    opencv: Callable | None = None   # opencv(cv2, x), matching call's result
+    opencv_int_tolerance: int = 1    # allowed integer difference of OpenCV's result
+    per_call: bool = False           # time back-to-back calls, in us
+
+
+def gaussian_blur(sigma):
+    """cv2.GaussianBlur equal to scipy's gaussian_filter(x, sigma) (truncate 4, reflect)."""
+    size = 2 * int(4 * sigma + 0.5) + 1
+    return lambda cv2, x: cv2.GaussianBlur(x, (size, size), sigmaX=sigma, sigmaY=sigma,
+                                           borderType=cv2.BORDER_REFLECT)
+
+
+def build_cases(quick):
+    """The issue's cases; --quick divides each axis by 4 (256^3 -> 64^3, 4096^2 -> 1024^2)."""
+    div = 4 if quick else 1
+    vol, small_vol, img = (256 // div,) * 3, (128 // div,) * 3, (4096 // div,) * 2
+
+    def case(name, shape, dtype, call, **options):
+        dims = f"{shape[0]}^{len(shape)}" if len(shape) > 1 else str(shape[0])
+        return Case(f"{name} {dims} {dtype}", shape, dtype, call, **options)
+    return [
+        case("gaussian_filter sigma=1", vol, "float32", lambda nd, x: nd.gaussian_filter(x, 1)),
+        case("gaussian_filter sigma=4", vol, "float32", lambda nd, x: nd.gaussian_filter(x, 4)),
+        case("uniform_filter size=3", vol, "float32", lambda nd, x: nd.uniform_filter(x, 3)),
+        case("uniform_filter size=9", vol, "float32", lambda nd, x: nd.uniform_filter(x, 9)),
+        case("sobel axis=0", vol, "float32", lambda nd, x: nd.sobel(x, axis=0)),
+        case("laplace", vol, "float32", lambda nd, x: nd.laplace(x)),
+        case("maximum_filter size=3", vol, "float32", lambda nd, x: nd.maximum_filter(x, 3)),
+        case("median_filter size=3", small_vol, "float32", lambda nd, x: nd.median_filter(x, 3)),
+        case("gaussian_filter sigma=2", img, "float32", lambda nd, x: nd.gaussian_filter(x, 2),
+             opencv=gaussian_blur(2)),
+        case("gaussian_filter sigma=2", img, "uint8", lambda nd, x: nd.gaussian_filter(x, 2),
+             opencv=gaussian_blur(2), opencv_int_tolerance=2),  # OpenCV: 8-bit fixed point
+        case("median_filter size=5 nearest", img, "uint8",
+             lambda nd, x: nd.median_filter(x, 5, mode="nearest"),
+             opencv=lambda cv2, x: cv2.medianBlur(x, 5)),
+        case("uniform_filter size=3 (per call)", (16,), "float32",
+             lambda nd, x: nd.uniform_filter(x, 3), per_call=True),
+    ]
+
+
+def random_array(shape, dtype, seed=0):
+    """Uniform random data: [0, 1) floats, or 0..255 for uint8."""
+    rng = np.random.default_rng(seed)
+    if dtype == "uint8":
+        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    return rng.random(shape, dtype=np.float32).astype(dtype, copy=False)
+
+
+# ------------------------------------------------------------------ worker (one thread count)
+
+def load_libraries(threads):
+    """{'gpufilt': module, 'scipy': module, 'opencv': cv2 (when importable)}."""
+    import scipy.ndimage
+    from gpufilt import ndimage
+    libs = {"gpufilt": ndimage, "scipy": scipy.ndimage}
+    try:
+        import cv2
+        cv2.setNumThreads(threads)
+        libs["opencv"] = cv2
+    except ImportError:
+        pass
+    return libs
+
+
+def bind(case, libs):
+    """{library: call(x)} for the libraries that implement this case."""
+    calls = {name: (lambda x, nd=libs[name]: case.call(nd, x)) for name in ("gpufilt", "scipy")}
+    if case.opencv is not None and "opencv" in libs:
+        calls["opencv"] = lambda x: case.opencv(libs["opencv"], x)
+    return calls
+
+
+def check(case, calls, x):
+    """{library: check text} for each non-scipy library, against scipy's result."""
+    ref, ref_err = _bench.attempt(calls["scipy"], x)
+    checks = {}
+    for name in calls.keys() - {"scipy"}:
+        out, err = _bench.attempt(calls[name], x)
+        if err:
+            checks[name] = f"ERROR {err}"
+        else:
+            tolerance = case.opencv_int_tolerance if name == "opencv" else _bench.INTEGER_TOLERANCE
+            checks[name] = (f"unchecked (scipy: {ref_err})" if ref_err
+                            else _bench.check_text(out, ref, tolerance))
+    return checks
+
+
+def time_once_ms(call, x):
+    start = time.perf_counter()
+    call(x)
+    return (time.perf_counter() - start) * 1e3
+
+
+def run_case(case, libs, budget_s):
+    """Checks and times one case for every library; returns its result record."""
+    x = random_array(case.shape, case.dtype)
+    calls = bind(case, libs)
+    record = {"case": case.name, "per_call": case.per_call, "checks": check(case, calls, x),
+              "times": {}, "errors": {}}
+    for name, call in calls.items():
+        if record["checks"].get(name, "").startswith("ERROR"):
+            record["errors"][name] = record["checks"][name][len("ERROR "):]
+            continue
+        if case.per_call:
+            value, err = _bench.attempt(_bench.per_call_us, lambda: call(x), lambda: None, budget_s)
+        else:
+            value, err = _bench.attempt(_bench.median_ms, lambda: time_once_ms(call, x), budget_s, 100)
+        record["times"][name] = value
+        if err:
+            record["errors"][name] = err
+    return record
+
+
+def run_worker(args):
+    """Runs every case at args.threads and writes the records to args.worker."""
+    threads = int(args.threads)
+    libs = load_libraries(threads)
+    import gpufilt
+    omp = gpufilt.info()["build"].get("cpu_threads", "?")
+    print(f"[threads={threads}] gpufilt OpenMP threads: {omp}; libraries: {', '.join(libs)}",
+          flush=True)
+    records = []
+    for case in build_cases(args.quick):
+        if args.cases.lower() in case.name.lower():
+            print(f"[threads={threads}] ... {case.name}", flush=True)
+            records.append(run_case(case, libs, 0.15 if args.quick else 0.75))
+    with open(args.worker, "w") as f:
+        json.dump({"threads": threads, "gpufilt_omp_threads": omp, "results": records}, f)
+
+
+# ------------------------------------------------------------------ parent (all thread counts)
+
+def thread_counts(spec):
+    """'1,all' -> [1, os.cpu_count()], without repeats."""
+    counts = [os.cpu_count() if item.strip() == "all" else int(item) for item in spec.split(",")]
+    return list(dict.fromkeys(counts))
+
+
+def spawn_worker(threads, args):
+    """Runs this script as a worker with OMP_NUM_THREADS=threads; returns its JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "worker.json")
+        command = [sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                   "--worker", path, "--cases", args.cases] + (["--quick"] if args.quick else [])
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+        subprocess.run(command, env=env, check=True)
+        with open(path) as f:
+            return json.load(f)
+
+
+def efficiency(t1, tn, n):
+    """Parallel efficiency t1 / (tN * N), or None."""
+    return t1 / (tn * n) if t1 and tn else None
+
+
+def summarize(runs):
+    """Adds speed-ups and parallel efficiencies to each record; returns rows to print,
+    case by case in the issue's order, one row per thread count."""
+    single = {r["case"]: r["times"] for run in runs if run["threads"] == 1 for r in run["results"]}
+    rows = []
+    for index in range(len(runs[0]["results"])):
+        for run in runs:
+            r, n = run["results"][index], run["threads"]
+            t, base = r["times"], single.get(r["case"], {})
+            r["speedup_vs_scipy"] = _bench.ratio(t.get("scipy"), t.get("gpufilt"))
+            r["speedup_vs_opencv"] = _bench.ratio(t.get("opencv"), t.get("gpufilt"))
+            r["efficiency"] = {lib: efficiency(base.get(lib), t.get(lib), n)
+                               for lib in ("gpufilt", "opencv")}
+            rows.append(table_row(r, n))
+    return rows
+
+
+def table_row(r, n):
+    times, errors = r["times"], r["errors"]
+    cells = [r["case"], str(n)]
+    cells += ["ERR" if lib in errors else _bench.fmt(times.get(lib))
+              for lib in ("gpufilt", "scipy", "opencv")]
+    cells += [_bench.fmt(r["speedup_vs_scipy"]), _bench.fmt(r["speedup_vs_opencv"])]
+    cells += [_bench.fmt(r["efficiency"]["gpufilt"], 2), _bench.fmt(r["efficiency"]["opencv"], 2)]
+    notes = [f"{lib} {text}" for lib, text in sorted(r["checks"].items())]
+    notes += [f"{lib}: {e}" for lib, e in errors.items() if lib == "scipy"]
+    return cells + ["; ".join(notes)]
+
+
+HEADER = ["case", "thr", "gpufilt", "scipy", "opencv", "x scipy", "x opencv",
+          "eff gpufilt", "eff opencv", "check"]
+
+
+def print_report(rows):
+    array_rows = [row for row in rows if "(per call)" not in row[0]]
+    call_rows = [row for row in rows if "(per call)" in row[0]]
+    print("\nmedian ms per call; x = speed-up of gpufilt; eff = t1 / (tN * N)")
+    _bench.print_table(HEADER, array_rows)
+    if call_rows:
+        print("\nper-call overhead, us per call")
+        _bench.print_table(HEADER, call_rows)
+
+
+def versions():
+    import platform
+    import scipy
+    import gpufilt
+    info = {"cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "numpy": np.__version__, "scipy": scipy.__version__,
+            "gpufilt": getattr(gpufilt, "__version__", "unknown")}
+    try:
+        import cv2
+        info["opencv"] = cv2.__version__
+    except ImportError:
+        info["opencv"] = "not importable (column skipped)"
+    return info
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="arrays 4x smaller per axis")
+    parser.add_argument("--threads", default="1,all",
+                        help="comma-separated thread counts; 'all' = os.cpu_count()")
+    parser.add_argument("--cases", default="", help="run only cases whose name contains this")
+    parser.add_argument("--json", help="write the results to this JSON file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one thread count
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return run_worker(args)
+    info = versions()
+    print("  ".join(f"{k}: {v}" for k, v in info.items()))
+    runs = [spawn_worker(n, args) for n in thread_counts(args.threads)]
+    rows = summarize(runs)
+    print_report(rows)
+    if args.json:
+        _bench.write_json(args.json, {"info": info, "quick": args.quick, "runs": runs})
+    failed = sorted({row[0] for row in rows if "FAIL" in row[-1] or "ERROR" in row[-1]})
+    if failed:
+        print(f"\nFAIL/ERROR in {len(failed)} case(s): {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
