@@ -7,9 +7,26 @@ caller's own library sharing gpufilt's output memory.
 from . import _core
 from ._errors import CudaError
 from ._dispatch import describe
+from ._external import ExternalArray, from_pointer
 from ._info import info
 from . import ndimage
 
 __version__ = _core.__version__
 
-__all__ = ["CudaError", "describe", "info", "ndimage", "__version__"]
+
+def get_include():
+    """The folder holding gpufilt's C++ headers (``gpufilt/external_array.hpp``),
+    for C++ programs that embed Python; CMake users ``find_package(gpufilt)``
+    with ``gpufilt_DIR`` from ``python -m gpufilt --cmake-dir``."""
+    import os
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
+def get_cmake_dir():
+    """The folder holding ``gpufiltConfig.cmake`` (target ``gpufilt::headers``)."""
+    import os
+    return os.path.join(os.path.dirname(__file__), "share", "cmake", "gpufilt")
+
+
+__all__ = ["CudaError", "ExternalArray", "describe", "from_pointer", "get_cmake_dir", "get_include",
+           "info", "ndimage", "__version__"]

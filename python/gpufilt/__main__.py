@@ -1,4 +1,5 @@
-"""Command line: ``python -m gpufilt info`` and ``python -m gpufilt demo``."""
+"""Command line: ``python -m gpufilt info``, ``python -m gpufilt demo``, and
+``python -m gpufilt --cmake-dir`` / ``--include-dir`` for C++ builds."""
 from __future__ import annotations
 
 import argparse
@@ -21,13 +22,23 @@ def _print_info():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m gpufilt", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--cmake-dir", action="store_true",
+                        help="print the folder of gpufiltConfig.cmake (CMake: gpufilt_DIR) and exit")
+    parser.add_argument("--include-dir", action="store_true",
+                        help="print the folder of gpufilt's C++ headers and exit")
+    commands = parser.add_subparsers(dest="command")
     commands.add_parser("info", help="build, CUDA runtime and devices, library versions")
     demo = commands.add_parser("demo", help="filter a synthetic noisy volume on CPU and GPU, "
                                             "check against scipy, time it, write a PNG")
     demo.add_argument("--size", type=int, default=128, help="edge of the cubic volume (default 128)")
     demo.add_argument("--out", default="gpufilt-demo.png", help="where to write the before/after PNG")
     args = parser.parse_args(argv)
+    if args.cmake_dir or args.include_dir:
+        from . import get_cmake_dir, get_include
+        print(get_cmake_dir() if args.cmake_dir else get_include())
+        return 0
+    if args.command is None:
+        parser.error("a command is required: info or demo (or --cmake-dir / --include-dir)")
     if args.command == "info":
         return _print_info()
     from ._demo import run_demo

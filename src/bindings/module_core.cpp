@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/common.hpp"
+#include "bindings/export.hpp"
 #include "core/cpu_backend.hpp"
 
 namespace py = pybind11;
@@ -38,5 +39,6 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "gpufilt CPU kernels and array import";
   m.attr("__version__") = GPUFILT_VERSION;
   register_kernels<CpuPolicy>(m);
+  register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
 }
