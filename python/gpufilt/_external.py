@@ -107,7 +107,9 @@ class ExternalArray:
 def _order_streams(producer, consumer):
     """Makes `consumer` (a DLPack stream value) wait for the data's `producer`
     stream: an event on one, a wait on the other, the host never blocks."""
-    if producer is None or consumer is None or consumer == -1 or consumer == producer:
+    if consumer is None:
+        consumer = 1  # DLPack: None means the legacy default stream
+    if producer is None or consumer == -1 or consumer == producer:
         return
     try:
         import cupy
