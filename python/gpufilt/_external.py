@@ -274,13 +274,8 @@ def _cuda_device_count():
 
 
 def _stream(stream):
-    for attr in ("ptr", "cuda_stream"):
-        if hasattr(stream, attr):
-            stream = getattr(stream, attr)
-            break
-    if isinstance(stream, bool) or not isinstance(stream, int) or stream < 0:
-        raise TypeError(f"stream must be None, a positive int (cudaStream_t) or a cupy/torch stream, "
-                        f"not {stream!r}")
+    from ._dispatch import resolve_stream
+    stream = resolve_stream(stream, None)  # int, cupy or torch stream -> int; TypeError otherwise
     if stream == 0:
         raise ValueError("stream 0 is ambiguous in the CUDA array interface; pass 1 for the legacy "
                          "default stream, 2 for the per-thread default stream, or None")
