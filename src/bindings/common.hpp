@@ -8,6 +8,7 @@
 //   explicit Policy(intptr_t stream);
 //   ImportOptions options() const;
 //   LineBackend& backend();
+//   intptr_t stream() const;                              // 0 on the CPU
 //   void enter(const std::vector<const ImportedArray*>&);  // GIL held: device
 //                                                          // guard, stream waits
 #pragma once

@@ -16,6 +16,7 @@ struct CpuPolicy {
   explicit CpuPolicy(intptr_t) {}
   ImportOptions options() const { return {}; }
   LineBackend& backend() { return backend_; }
+  intptr_t stream() const { return 0; }
   void enter(const std::vector<const ImportedArray*>&) {}
   CpuBackend backend_;
 };

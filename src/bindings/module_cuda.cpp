@@ -59,6 +59,7 @@ struct CudaPolicy {
     return o;
   }
   LineBackend& backend() { return backend_; }
+  intptr_t stream() const { return stream_; }
   void enter(const std::vector<const ImportedArray*>& arrays) {
     guard_ = std::make_unique<cuda::DeviceGuard>(arrays[0]->desc.device_id);
     for (const ImportedArray* a : arrays)
