@@ -2,7 +2,8 @@
 (1-D and N-D), median, rank and percentile filters, sobel, prewitt, laplace,
 gaussian_laplace, gaussian_gradient_magnitude, generic_laplace and
 generic_gradient_magnitude (with derivatives that call gpufilt on the
-device), and the CUDA footprint limit (at most 512 taps).
+device), and footprints beyond the CUDA tap table (more than 512 taps or
+more than 4 axes: the bounding-box form, and its weights limit).
 
 Every test is marked `cuda` (skipped without a usable device, see
 conftest.py). scipy on the host is the oracle; results come back to the host
@@ -29,7 +30,7 @@ cupy = pytest.importorskip("cupy")
 
 from test_cuda import CUPY_VIEWS, _cupy_views  # noqa: E402 - needs cupy
 
-GPU_MAX_TAPS = 512  # taps a CUDA footprint filter takes
+GPU_MAX_TAPS = 512  # taps of the CUDA tap-table form (larger footprints: the box form)
 
 
 def to_device(x):
@@ -273,12 +274,12 @@ def test_cupy_edge_filter_along_each_axis_matches_scipy(name, ndim, rng):
         check_cupy(name, x, axis=axis, mode="reflect")
 
 
-# ----------------------------------------------- the CUDA footprint limit
+# ------------------------------------------- footprints over the tap table
 
 
 def _over_limit(name, rng):
     """Arguments of `name` with a footprint of more than 512 taps (23 x 23 =
-    529; not a box for min/max, which would be separable)."""
+    529; not a box for min/max, which would be separable): the box form."""
     fp = np.ones((23, 23), bool)
     if name in WEIGHTED:
         return (rng.random(fp.shape) + 0.5,), {}
@@ -289,15 +290,11 @@ def _over_limit(name, rng):
 
 
 @pytest.mark.parametrize("name", FOOTPRINT_FILTERS)
-def test_cupy_footprint_over_512_taps_raises_value_error(name, rng):
+def test_cupy_footprint_over_512_taps_matches_scipy(name, rng):
+    # Formerly a ValueError (the tap table's limit); now the box form.
     x = to_device(random_array(rng, (30, 31), np.float32))
-    out = to_device(random_array(rng, (30, 31), np.float32))
-    host_x, host_out = cupy.asnumpy(x), cupy.asnumpy(out)
     args, kwargs = _over_limit(name, rng)
-    with pytest.raises(ValueError, match="512"):
-        getattr(gnd, name)(x, *args, output=out, **kwargs)
-    np.testing.assert_array_equal(cupy.asnumpy(x), host_x)
-    np.testing.assert_array_equal(cupy.asnumpy(out), host_out)
+    check_cupy(name, x, *args, **kwargs)
 
 
 @pytest.mark.parametrize("name", ["minimum_filter", "maximum_filter"])
@@ -309,7 +306,7 @@ def test_cupy_large_box_min_max_has_no_tap_limit(name, rng):
 
 
 def test_cupy_footprint_over_512_taps_still_runs_on_the_cpu(rng):
-    # The limit is the GPU's only.
+    # The CPU path has no tap limit at all.
     x = random_array(rng, (30, 31), np.float32)
     got = gnd.median_filter(x, size=23)
     assert_matches(got, snd.median_filter(x, size=23))
@@ -565,3 +562,143 @@ def test_cupy_filters_chained_on_a_stream_match_scipy(name, rng):
     for _ in range(3):
         want = reference(name, want, *args, **kwargs)
     assert_matches(result, want)
+
+
+# ===================================================================
+# Footprints beyond the CUDA tap table: the bounding-box form
+# (src/cuda/footprint.cu). More than 512 taps, or extending along more than
+# 4 axes: the footprint travels as its bounding box and a bitset of the box's
+# cells, rank filters select by bisection without per-tap storage, and
+# correlate/convolve take as many weights as fit in the kernel parameters.
+# ===================================================================
+
+
+def check_exact(name, x, *args, **kwargs):
+    """check_cupy(), and the values exactly scipy's (order statistics)."""
+    got = check_cupy(name, x, *args, **kwargs)
+    want = reference(name, cupy.asnumpy(x), *args, **kwargs)
+    np.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=name)
+    return got
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+def test_box_form_median_25x25_matches_scipy(dtype, mode, rng):
+    x = to_device(random_array(rng, (53, 47), dtype))
+    got = check_exact("median_filter", x, size=(25, 25), mode=mode, cval=3)
+    assert got.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int64", "float64"])
+def test_box_form_median_larger_than_the_array_matches_scipy(dtype, rng):
+    # Every output element is at the border: the box form's boundary path.
+    x = to_device(random_array(rng, (9, 14), dtype))
+    for mode in MODES:
+        check_exact("median_filter", x, size=(25, 27), mode=mode)
+
+
+@pytest.mark.parametrize("name", ["rank_filter", "percentile_filter"])
+def test_box_form_random_11x11x5_footprint_matches_scipy(name, rng):
+    fp = rng.random((11, 11, 5)) < 0.93
+    fp.flat[0] = True
+    assert np.count_nonzero(fp) > GPU_MAX_TAPS
+    x = to_device(random_array(rng, (16, 18, 9), np.float32))
+    taps = int(np.count_nonzero(fp))
+    params = [0, 1, taps // 3, taps // 2, taps - 1, -1] if name == "rank_filter" else [0, 12.5, 50, 70, 100]
+    for p in params:
+        check_exact(name, x, p, footprint=fp, mode="mirror")
+
+
+def test_box_form_rank_with_many_ties_matches_scipy(rng):
+    # Few distinct values (uint8 of 0..3), negative zeros and infinities.
+    x = to_device(rng.integers(0, 4, size=(40, 41), dtype=np.uint8))
+    for rank in (0, 100, 312, 600, -1):
+        check_exact("rank_filter", x, rank, size=25, mode="nearest")
+    y = rng.choice(np.array([-0.0, 0.0, 1.5, -np.inf, np.inf, -7.25]), size=(30, 33))
+    for rank in (0, 200, 400, -1):
+        check_exact("rank_filter", to_device(y), rank, size=(21, 25), mode="wrap")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "uint8"])
+@pytest.mark.parametrize("name", ["minimum_filter", "maximum_filter"])
+def test_box_form_min_max_23x23_non_box_footprint_matches_scipy(name, dtype, rng):
+    yy, xx = np.mgrid[-11:12, -11:12]
+    disk = yy ** 2 + xx ** 2 <= 11 ** 2  # 529 cells, ~400 taps: not separable
+    fp = rng.random((23, 23)) < 0.985    # 23 x 23 with holes: over 512 taps
+    fp[11, 11] = True
+    assert np.count_nonzero(fp) > GPU_MAX_TAPS
+    x = to_device(random_array(rng, (45, 50), dtype))
+    for footprint in (fp, disk):
+        for mode in ("reflect", "constant", "wrap"):
+            check_exact(name, x, footprint=footprint, mode=mode, cval=1)
+
+
+@pytest.mark.parametrize("name", ["minimum_filter", "maximum_filter", "median_filter"])
+def test_box_form_nan_matches_scipy(name, rng):
+    # Tap order matters for NaN: min/max keep the first tap's NaN only.
+    host = random_array(rng, (35, 36), np.float64)
+    host[rng.random(host.shape) < 0.01] = np.nan
+    fp = np.ones((23, 23), bool)
+    fp[0, 5] = fp[22, 3] = False
+    got = getattr(gnd, name)(to_device(host), footprint=fp, mode="nearest")
+    want = getattr(snd, name)(host, footprint=fp, mode="nearest")
+    if name == "median_filter":  # NaN order is unspecified: compare where scipy's window has none
+        clean = snd.maximum_filter(np.isnan(host).astype(np.uint8), footprint=fp, mode="nearest") == 0
+        np.testing.assert_array_equal(cupy.asnumpy(got)[clean], want[clean])
+    else:
+        np.testing.assert_array_equal(cupy.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "uint8"])
+@pytest.mark.parametrize("name", ["correlate", "convolve"])
+def test_box_form_31x31_random_weights_match_scipy(name, dtype, rng):
+    w = rng.random((31, 31)) + 0.1  # 961 taps
+    if np.dtype(dtype).kind == "u":
+        w /= w.sum()
+    x = to_device(random_array(rng, (48, 52), dtype))
+    for mode in ("reflect", "constant", "wrap"):
+        check_cupy(name, x, w, mode=mode, cval=2.5)
+    check_cupy(name, x, w, origin=(-7, 3))
+
+
+def test_box_form_footprint_along_five_axes_matches_scipy(rng):
+    # <= 512 taps, but more axes than the tap table spans.
+    x = to_device(random_array(rng, (5, 6, 4, 5, 6), np.float32))
+    fp = rng.random((3, 3, 2, 3, 3)) < 0.7
+    fp.flat[0] = True
+    taps = int(np.count_nonzero(fp))
+    check_cupy("correlate", x, signed_weights(rng, fp.shape) * fp, mode="mirror")
+    check_exact("minimum_filter", x, footprint=fp, mode="reflect")
+    check_exact("rank_filter", x, taps // 2, footprint=fp, mode="constant", cval=0.5)
+
+
+def test_box_form_9x9x9_footprint_matches_scipy(rng):
+    x = to_device(random_array(rng, (14, 15, 16), np.int16))
+    check_exact("median_filter", x, size=9, mode="reflect")
+    fp = np.ones((9, 9, 9), bool)
+    fp[4, 4, 4] = False
+    check_exact("maximum_filter", x, footprint=fp)
+
+
+@pytest.mark.parametrize("name", ["correlate", "convolve"])
+def test_box_form_too_many_weights_raises_value_error(name, rng):
+    # 70 x 70 = 4900 nonzero weights: more than fit in the kernel parameters.
+    x = to_device(random_array(rng, (80, 81), np.float32))
+    out = to_device(random_array(rng, (80, 81), np.float32))
+    host_x, host_out = cupy.asnumpy(x), cupy.asnumpy(out)
+    w = rng.random((70, 70)) + 0.5
+    with pytest.raises(ValueError, match="4900 nonzero elements.*at most"):
+        getattr(gnd, name)(x, w, output=out)
+    np.testing.assert_array_equal(cupy.asnumpy(x), host_x)
+    np.testing.assert_array_equal(cupy.asnumpy(out), host_out)
+    # The same weights on the host: no limit.
+    assert_matches(getattr(gnd, name)(host_x, w), getattr(snd, name)(host_x, w))
+
+
+def test_box_form_huge_sparse_footprint_matches_scipy(rng):
+    # A 2 x 1001 footprint: the box has 2002 cells, 64 words of bits.
+    fp = np.zeros((2, 1001), bool)
+    fp[0, ::3] = fp[1, ::7] = True
+    x = to_device(random_array(rng, (5, 1200), np.float32))
+    check_exact("median_filter", x, footprint=fp, mode="wrap")
+    check_exact("minimum_filter", x, footprint=fp, mode="reflect")

@@ -1,9 +1,19 @@
 // CUDA footprint filters (N-D weighted sums, minimum, maximum, rank) and the
 // elementwise kernels. One thread per output element; the footprint travels
-// by value in the kernel parameters (no host-to-device copy per call), as
-// per-tap offsets along the axes it spans and, for the interior, as byte
-// offsets that skip the boundary arithmetic.
+// by value in the kernel parameters (no host-to-device copy per call), in one
+// of two forms:
+// - a tap table (footprints of <= 512 taps along <= 4 axes): per-tap offsets
+//   along the axes it spans and, for the interior, byte offsets that skip the
+//   boundary arithmetic; rank filters gather the taps in local memory;
+// - a bounding box (anything larger, along up to every axis): the box's
+//   extent and lowest offset per spanned axis and a bitset of its cells (C
+//   order, rows along the last spanned axis padded to 32 bits), walked in C
+//   order so that sums round and min/max break ties as the CPU and scipy do;
+//   weights follow the bits, and rank filters select by bisection on an
+//   order-preserving integer key of the values (no per-tap storage).
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,8 +27,8 @@
 namespace gpufilt::cuda {
 namespace {
 
-constexpr int kMaxTaps = 512;       // taps a footprint may have on the GPU
-constexpr int kMaxSpanDims = 4;     // axes a footprint may extend along
+constexpr int kMaxTaps = 512;       // taps of the table form
+constexpr int kMaxSpanDims = 4;     // axes the table form may extend along
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535 * 8;
 
@@ -144,18 +154,155 @@ __global__ void footprint_kernel(const char* __restrict__ in, char* __restrict__
   }
 }
 
-// The footprint in kernel-parameter form; throws when it does not fit.
-FootprintParams make_params(const ArrayDesc& in, const Footprint& f, double cval) {
-  if (f.taps() > kMaxTaps)
-    throw std::invalid_argument("the footprint has " + std::to_string(f.taps()) + " elements; the CUDA footprint "
-                                "filters take at most " + std::to_string(kMaxTaps));
-  FootprintParams p{};
-  p.ntaps = (int)f.taps();
-  p.reduce = f.reduce;
-  p.mode = f.mode;
-  p.cval = cval;
-  p.rank = f.rank;
-  p.in_aligned = is_aligned(in);
+// ---------------------------------------------------------------- box form
+
+// 32-bit words of the box form's bitset and weights: with the geometry and
+// the other arguments, the kernel parameters stay under CUDA's 32764 bytes.
+constexpr int kBoxWords = 7424;
+
+struct BoxParams {
+  int ntaps, nspan;
+  int nrows, row_words;                  // rows: cells of the box's outer axes; words per row
+  int weight_word;                       // Sum: weight t is store[weight_word + 2t .. +1]
+  int span_dim[kMaxDims];                // the axes the footprint extends along, increasing
+  int32_t box_lo[kMaxDims], extent[kMaxDims];  // per spanned axis: lowest offset, cells
+  int64_t lo[kMaxDims], hi[kMaxDims];    // interior: lo <= coord < hi
+  int64_t rank;
+  double cval;
+  Reduce reduce;
+  Mode mode;
+  bool in_aligned;
+  uint32_t store[kBoxWords];             // bits of each row (C order), then the weights
+};
+
+// The arguments of box_kernel other than BoxParams, generously.
+static_assert(sizeof(BoxParams) + sizeof(Geometry) + 64 <= 32764, "kernel parameters over CUDA's limit");
+
+// Calls visit(value, t) for every tap t of the footprint, in C order.
+template <DType In, class Visit>
+__device__ __forceinline__ void walk_box(const char* in, const Geometry& g, const BoxParams& p,
+                                         const int64_t* coord, int64_t in_off, bool interior, Visit&& visit) {
+  const int last = p.nspan - 1, dl = p.span_dim[last];
+  const int64_t sl = g.in_strides[dl], cl = coord[dl], nl = g.shape[dl], lo_l = p.box_lo[last];
+  int t = 0;
+  for (int r = 0; r < p.nrows; ++r) {
+    int64_t off = in_off;
+    bool outside = false;
+    for (int k = last - 1, rem = r; k >= 0; --k) {
+      const int e = p.extent[k], d = p.span_dim[k];
+      const int64_t o = rem % e + p.box_lo[k];
+      rem /= e;
+      if (interior) {
+        off += o * g.in_strides[d];
+      } else {
+        const int64_t j = border_index(coord[d] + o, g.shape[d], p.mode);
+        if (j < 0) outside = true;
+        else off += (j - coord[d]) * g.in_strides[d];
+      }
+    }
+    const uint32_t* words = p.store + r * p.row_words;
+    for (int w = 0; w < p.row_words; ++w) {
+      for (uint32_t bits = words[w]; bits; bits &= bits - 1) {
+        const int64_t o = w * 32 + (__ffs(bits) - 1) + lo_l;
+        double v;
+        if (interior) {
+          v = load_elem<In>(in + off + o * sl, p.in_aligned);
+        } else if (outside) {
+          v = p.cval;
+        } else {
+          const int64_t j = border_index(cl + o, nl, p.mode);
+          v = j < 0 ? p.cval : load_elem<In>(in + off + (j - cl) * sl, p.in_aligned);
+        }
+        visit(v, t++);
+      }
+    }
+  }
+}
+
+// An unsigned key of a double whose order is the numeric order (-0 < +0;
+// NaNs beyond the infinities), and back.
+__device__ __forceinline__ uint64_t order_key(double v) {
+  const uint64_t u = (uint64_t)__double_as_longlong(v);
+  return (u >> 63) ? ~u : u | (1ull << 63);
+}
+__device__ __forceinline__ double from_order_key(uint64_t k) {
+  return __longlong_as_double((long long)((k >> 63) ? k & ~(1ull << 63) : ~k));
+}
+
+template <DType In>
+__global__ void box_kernel(const char* __restrict__ in, char* __restrict__ out, DType out_dtype, bool aligned,
+                           const Geometry g, const __grid_constant__ BoxParams p) {
+  int64_t coord[kMaxDims];
+  for (int64_t index = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; index < g.size;
+       index += (int64_t)gridDim.x * blockDim.x) {
+    int64_t in_off, out_off;
+    locate(g, index, coord, in_off, out_off);
+    bool interior = true;
+    for (int k = 0; k < p.nspan; ++k) {
+      const int64_t c = coord[p.span_dim[k]];
+      interior = interior && c >= p.lo[k] && c < p.hi[k];
+    }
+    double result = 0.0;
+    if (p.reduce == Reduce::Sum) {
+      walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int t) {
+        const double w = __hiloint2double((int)p.store[p.weight_word + 2 * t + 1], (int)p.store[p.weight_word + 2 * t]);
+        result = __dadd_rn(result, __dmul_rn(v, w));  // no FMA: the CPU's (and scipy's) rounding
+      });
+    } else if (p.reduce == Reduce::Rank) {
+      // Bisection on the keys: lo <= key of the answer <= hi, `below` taps
+      // have keys under lo. Each pass counts the taps within [lo, mid] and
+      // snaps the range to keys that occur, so it ends after at most 64
+      // passes, and after a few for clustered data.
+      uint64_t lo = ~0ull, hi = 0;
+      walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int) {
+        const uint64_t k = order_key(v);
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+      });
+      int64_t below = 0;
+      while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        int64_t count = 0;
+        uint64_t max_le = 0, min_gt = ~0ull;
+        walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int) {
+          const uint64_t k = order_key(v);
+          if (k < lo || k > hi) return;
+          if (k <= mid) {
+            ++count;
+            max_le = k > max_le ? k : max_le;
+          } else {
+            min_gt = k < min_gt ? k : min_gt;
+          }
+        });
+        if (below + count > p.rank) {
+          hi = max_le;
+        } else {
+          below += count;
+          lo = min_gt;
+        }
+      }
+      result = from_order_key(lo);
+    } else {  // scipy's comparison: a later value wins only if strictly smaller/larger
+      const bool minimum = p.reduce == Reduce::Minimum;
+      walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int t) {
+        if (t == 0 || (minimum ? v < result : v > result)) result = v;
+      });
+    }
+    store_any(out_dtype, out + out_off, result, aligned);
+  }
+}
+
+// ------------------------------------------------------------ host side
+
+// The axes a footprint extends along and its offsets' range on each.
+struct Span {
+  int nspan = 0;
+  int dim[kMaxDims];
+  int64_t lo[kMaxDims], hi[kMaxDims];  // lowest and highest offset
+};
+
+Span footprint_span(const Footprint& f) {
+  Span s;
   for (int d = 0; d < f.ndim; ++d) {
     int64_t lo = 0, hi = 0;
     for (int64_t t = 0; t < f.taps(); ++t) {
@@ -163,19 +310,110 @@ FootprintParams make_params(const ArrayDesc& in, const Footprint& f, double cval
       hi = std::max(hi, f.offsets[t * f.ndim + d]);
     }
     if (lo == 0 && hi == 0) continue;
-    if (p.nspan == kMaxSpanDims)
-      throw std::invalid_argument("the CUDA footprint filters take footprints extending along at most " +
-                                  std::to_string(kMaxSpanDims) + " axes");
-    const int k = p.nspan++;
+    s.dim[s.nspan] = d;
+    s.lo[s.nspan] = lo;
+    s.hi[s.nspan] = hi;
+    ++s.nspan;
+  }
+  return s;
+}
+
+bool fits_table(const Footprint& f, const Span& s) { return f.taps() <= kMaxTaps && s.nspan <= kMaxSpanDims; }
+
+// The footprint as a tap table (fits_table is true).
+FootprintParams make_params(const ArrayDesc& in, const Footprint& f, const Span& s, double cval) {
+  FootprintParams p{};
+  p.ntaps = (int)f.taps();
+  p.reduce = f.reduce;
+  p.mode = f.mode;
+  p.cval = cval;
+  p.rank = f.rank;
+  p.in_aligned = is_aligned(in);
+  p.nspan = s.nspan;
+  for (int k = 0; k < s.nspan; ++k) {
+    const int d = s.dim[k];
     p.span_dim[k] = d;
-    p.lo[k] = -lo;
-    p.hi[k] = in.shape[d] - hi;
+    p.lo[k] = -s.lo[k];
+    p.hi[k] = in.shape[d] - s.hi[k];
     for (int64_t t = 0; t < f.taps(); ++t) p.offset[t][k] = (int32_t)f.offsets[t * f.ndim + d];
   }
   for (int64_t t = 0; t < f.taps(); ++t) {
     p.byte_offset[t] = 0;
     for (int d = 0; d < f.ndim; ++d) p.byte_offset[t] += f.offsets[t * f.ndim + d] * in.strides[d];
     p.weight[t] = f.reduce == Reduce::Sum ? f.weights[t] : 0.0;
+  }
+  return p;
+}
+
+// The footprint as a bounding box and bitset; throws when it does not fit.
+// Built on the heap: BoxParams is ~30 KB.
+std::unique_ptr<BoxParams> make_box_params(const ArrayDesc& in, const Footprint& f, const Span& s, double cval) {
+  auto p = std::make_unique<BoxParams>();
+  std::memset(p.get(), 0, sizeof(BoxParams));
+  p->ntaps = (int)f.taps();
+  p->nspan = s.nspan;
+  p->reduce = f.reduce;
+  p->mode = f.mode;
+  p->cval = cval;
+  p->rank = f.rank;
+  p->in_aligned = is_aligned(in);
+  if (s.nspan == 0)  // more than kMaxTaps taps, all at offset 0
+    throw std::invalid_argument("the CUDA footprint filters take footprints with each tap once");
+  const std::string too_big = "the footprint's bounding box ";
+  int64_t rows = 1;
+  for (int k = 0; k < s.nspan; ++k) {
+    const int d = s.dim[k];
+    const int64_t extent = s.hi[k] - s.lo[k] + 1;
+    if (extent > int64_t(kBoxWords) * 32)
+      throw std::invalid_argument(too_big + "is " + std::to_string(extent) + " elements long along axis " +
+                                  std::to_string(d) + "; the CUDA footprint filters take at most " +
+                                  std::to_string(int64_t(kBoxWords) * 32));
+    p->span_dim[k] = d;
+    p->box_lo[k] = (int32_t)s.lo[k];
+    p->extent[k] = (int32_t)extent;
+    p->lo[k] = -s.lo[k];
+    p->hi[k] = in.shape[d] - s.hi[k];
+    if (k < s.nspan - 1) rows = std::min<int64_t>(rows * extent, int64_t(kBoxWords) + 1);
+  }
+  const int last = s.nspan - 1;
+  const int64_t row_words = (p->extent[last] + 31) / 32, words = rows * row_words;
+  if (words > kBoxWords)
+    throw std::invalid_argument(too_big + "is too large for the CUDA footprint filters: they take boxes of at "
+                                "most " + std::to_string(int64_t(kBoxWords) * 32) + " elements (rows along "
+                                "the last axis padded to multiples of 32)");
+  p->nrows = (int)rows;
+  p->row_words = (int)row_words;
+  // Cells in C order over the spanned axes; the taps must come in that order
+  // (gpufilt.ndimage lists them so), each once.
+  int64_t previous = -1;
+  for (int64_t t = 0; t < f.taps(); ++t) {
+    int64_t row = 0;
+    for (int k = 0; k < last; ++k) row = row * p->extent[k] + (f.offsets[t * f.ndim + s.dim[k]] - s.lo[k]);
+    const int64_t col = f.offsets[t * f.ndim + s.dim[last]] - s.lo[last];
+    const int64_t cell = row * row_words * 32 + col;
+    if (cell <= previous)
+      throw std::invalid_argument("the CUDA footprint filters take footprints of more than " +
+                                  std::to_string(kMaxTaps) + " elements (or extending along more than " +
+                                  std::to_string(kMaxSpanDims) + " axes) with their taps in C order, each once");
+    previous = cell;
+    p->store[cell / 32] |= 1u << (cell % 32);
+  }
+  p->weight_word = (int)words;
+  if (f.reduce == Reduce::Sum) {
+    const int64_t max_weights = (kBoxWords - words) / 2;
+    if (f.taps() > max_weights)
+      throw std::invalid_argument(
+          "the weights have " + std::to_string(f.taps()) + " nonzero elements; CUDA correlate and convolve take "
+          "at most " + std::to_string(max_weights) + " for this footprint's bounding box (about " +
+          std::to_string((kBoxWords - 2) / 2) + " for a small box): the weights travel in the kernel "
+          "parameters, which CUDA limits to 32 KB. N-D weights this large are rare; run the filter on the CPU "
+          "(numpy input), or split it into separable 1-D passes");
+    for (int64_t t = 0; t < f.taps(); ++t) {
+      uint64_t bits;
+      std::memcpy(&bits, &f.weights[t], sizeof bits);
+      p->store[words + 2 * t] = (uint32_t)bits;
+      p->store[words + 2 * t + 1] = (uint32_t)(bits >> 32);
+    }
   }
   return p;
 }
@@ -196,6 +434,14 @@ struct FootprintLaunch {
     else if (p.ntaps <= 32) launch<32>(in, out, g, p, s);
     else if (p.ntaps <= 128) launch<128>(in, out, g, p, s);
     else launch<kMaxTaps>(in, out, g, p, s);
+  }
+};
+
+template <DType In>
+struct BoxLaunch {
+  static void run(const ArrayDesc& in, const ArrayDesc& out, const Geometry& g, const BoxParams& p,
+                  cudaStream_t s) {
+    box_kernel<In><<<blocks_for(g.size), kThreads, 0, s>>>(in.data, out.data, out.dtype, is_aligned(out), g, p);
   }
 };
 
@@ -225,9 +471,15 @@ struct ElementwiseLaunch {
 void CudaBackend::footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                                  double cval) {
   if (out.size() == 0) return;
-  const FootprintParams params = make_params(in, filter, cval);
+  const Span span = footprint_span(filter);
   const Geometry g = make_geometry(in, out);
-  dispatch_real_dtype<FootprintLaunch>(in.dtype, in, out, g, params, as_stream(stream_));
+  if (fits_table(filter, span)) {
+    const FootprintParams params = make_params(in, filter, span, cval);
+    dispatch_real_dtype<FootprintLaunch>(in.dtype, in, out, g, params, as_stream(stream_));
+  } else {
+    const std::unique_ptr<BoxParams> params = make_box_params(in, filter, span, cval);
+    dispatch_real_dtype<BoxLaunch>(in.dtype, in, out, g, *params, as_stream(stream_));
+  }
   GF_CUDA_CHECK_LAUNCH();
 }
 
