@@ -4,18 +4,21 @@
 // of two forms:
 // - a tap table (footprints of <= 512 taps along <= 4 axes): per-tap offsets
 //   along the axes it spans and, for the interior, byte offsets that skip the
-//   boundary arithmetic; rank filters gather the taps in local memory;
+//   boundary arithmetic;
 // - a bounding box (anything larger, along up to every axis): the box's
 //   extent and lowest offset per spanned axis and a bitset of its cells (C
 //   order, rows along the last spanned axis padded to 32 bits), walked in C
 //   order so that sums round and min/max break ties as the CPU and scipy do;
-//   weights follow the bits, and rank filters select by bisection on an
-//   order-preserving integer key of the values (no per-tap storage).
+//   weights follow the bits.
+// Rank filters of up to 32 taps select in registers; larger ones by
+// bisection on an order-preserving integer key of the values (no per-tap
+// storage), in both forms.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/border.hpp"
@@ -94,37 +97,60 @@ __device__ double tap_value(const char* in, const Geometry& g, const FootprintPa
   return load_elem<In>(in + off, p.in_aligned);
 }
 
-// k-th smallest of v[0..n) (Hoare's selection; reorders v).
-__device__ double select_kth(double* v, int n, int k) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const double pivot = v[(lo + hi) / 2];
-    int i = lo, j = hi;
-    while (i <= j) {
-      while (v[i] < pivot) ++i;
-      while (pivot < v[j]) --j;
-      if (i <= j) {
-        const double t = v[i];
-        v[i] = v[j];
-        v[j] = t;
-        ++i;
-        --j;
-      }
-    }
-    if (k <= j) hi = j;
-    else if (k >= i) lo = i;
-    else break;
-  }
-  return v[k];
+// An unsigned key of a double whose order is the numeric order (-0 < +0;
+// NaNs beyond the infinities), and back.
+__device__ __forceinline__ uint64_t order_key(double v) {
+  const uint64_t u = (uint64_t)__double_as_longlong(v);
+  return (u >> 63) ? ~u : u | (1ull << 63);
+}
+__device__ __forceinline__ double from_order_key(uint64_t k) {
+  return __longlong_as_double((long long)((k >> 63) ? k & ~(1ull << 63) : ~k));
 }
 
-// Rank filters gather the taps in local memory; Capacity bounds it per
-// instantiation (local memory is reserved for every resident thread).
-template <DType In, int Capacity>
+// The rank-th smallest (0-based) of the values that visit_all(f) passes to
+// f, without storing them: bisection on their order keys. lo <= key of the
+// answer <= hi and `below` values have keys under lo; each pass counts the
+// values within [lo, mid] and snaps the range to keys that occur, so it ends
+// after at most 64 passes, and after a few for clustered or 8-bit data.
+// Local memory for a gathered copy would be reserved for every resident
+// thread; re-reading the taps (cached) is faster.
+template <class VisitAll>
+__device__ double select_by_bisection(int64_t rank, VisitAll&& visit_all) {
+  uint64_t lo = ~0ull, hi = 0;
+  visit_all([&](double v) {
+    const uint64_t k = order_key(v);
+    lo = k < lo ? k : lo;
+    hi = k > hi ? k : hi;
+  });
+  int64_t below = 0;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    int64_t count = 0;
+    uint64_t max_le = 0, min_gt = ~0ull;
+    visit_all([&](double v) {
+      const uint64_t k = order_key(v);
+      if (k < lo || k > hi) return;
+      if (k <= mid) {
+        ++count;
+        max_le = k > max_le ? k : max_le;
+      } else {
+        min_gt = k < min_gt ? k : min_gt;
+      }
+    });
+    if (below + count > rank) {
+      hi = max_le;
+    } else {
+      below += count;
+      lo = min_gt;
+    }
+  }
+  return from_order_key(lo);
+}
+
+template <DType In>
 __global__ void footprint_kernel(const char* __restrict__ in, char* __restrict__ out, DType out_dtype,
                                  bool aligned, const Geometry g, const __grid_constant__ FootprintParams p) {
   int64_t coord[kMaxDims];
-  double values[Capacity];
   for (int64_t index = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; index < g.size;
        index += (int64_t)gridDim.x * blockDim.x) {
     int64_t in_off, out_off;
@@ -139,9 +165,10 @@ __global__ void footprint_kernel(const char* __restrict__ in, char* __restrict__
       result = 0.0;
       for (int t = 0; t < p.ntaps; ++t)  // no FMA: the CPU's (and scipy's) rounding
         result = __dadd_rn(result, __dmul_rn(tap_value<In>(in, g, p, coord, in_off, interior, t), p.weight[t]));
-    } else if (Capacity > 1 && p.reduce == Reduce::Rank) {
-      for (int t = 0; t < p.ntaps; ++t) values[t] = tap_value<In>(in, g, p, coord, in_off, interior, t);
-      result = select_kth(values, p.ntaps, (int)p.rank);
+    } else if (p.reduce == Reduce::Rank) {  // more than kSmallRank taps
+      result = select_by_bisection(p.rank, [&](auto&& visit) {
+        for (int t = 0; t < p.ntaps; ++t) visit(tap_value<In>(in, g, p, coord, in_off, interior, t));
+      });
     } else {  // scipy's comparison: a later value wins only if strictly smaller/larger
       const bool minimum = p.reduce == Reduce::Minimum;
       result = tap_value<In>(in, g, p, coord, in_off, interior, 0);
@@ -151,6 +178,55 @@ __global__ void footprint_kernel(const char* __restrict__ in, char* __restrict__
       }
     }
     store_any(out_dtype, out + out_off, result, aligned);
+  }
+}
+
+// Rank filters of at most kSmallRank taps (3x3, 5x5, 3x3x3...): the values
+// stay in registers (fully unrolled loops) in the narrowest type that holds
+// them exactly, and the answer is the value v[i] with
+// #(v < v[i]) <= rank < #(v <= v[i]). No local memory, no data-dependent
+// branches.
+constexpr int kSmallRank = 32;
+
+template <DType In>
+using rank_value_t = std::conditional_t<In == DType::Float64 || In == DType::Int32 || In == DType::UInt32 ||
+                                            In == DType::Int64 || In == DType::UInt64,
+                                        double, float>;
+
+template <DType In>
+__global__ void small_rank_kernel(const char* __restrict__ in, char* __restrict__ out, DType out_dtype,
+                                  bool aligned, const Geometry g, const __grid_constant__ FootprintParams p) {
+  using V = rank_value_t<In>;
+  int64_t coord[kMaxDims];
+  for (int64_t index = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; index < g.size;
+       index += (int64_t)gridDim.x * blockDim.x) {
+    int64_t in_off, out_off;
+    locate(g, index, coord, in_off, out_off);
+    bool interior = true;
+    for (int k = 0; k < p.nspan; ++k) {
+      const int64_t c = coord[p.span_dim[k]];
+      interior = interior && c >= p.lo[k] && c < p.hi[k];
+    }
+    V v[kSmallRank];
+#pragma unroll
+    for (int t = 0; t < kSmallRank; ++t)
+      if (t < p.ntaps) v[t] = (V)tap_value<In>(in, g, p, coord, in_off, interior, t);
+    // A NaN in the window has no rank (its comparisons are false); the result
+    // is then NaN rather than an arbitrary value.
+    V result = (V)NAN;
+#pragma unroll
+    for (int i = 0; i < kSmallRank; ++i) {
+      if (i >= p.ntaps) break;
+      int less = 0, less_equal = 0;
+#pragma unroll
+      for (int j = 0; j < kSmallRank; ++j) {
+        if (j >= p.ntaps) break;
+        less += v[j] < v[i];
+        less_equal += v[j] <= v[i];
+      }
+      if (less <= p.rank && p.rank < less_equal) result = v[i];
+    }
+    store_any(out_dtype, out + out_off, (double)result, aligned);
   }
 }
 
@@ -219,16 +295,6 @@ __device__ __forceinline__ void walk_box(const char* in, const Geometry& g, cons
   }
 }
 
-// An unsigned key of a double whose order is the numeric order (-0 < +0;
-// NaNs beyond the infinities), and back.
-__device__ __forceinline__ uint64_t order_key(double v) {
-  const uint64_t u = (uint64_t)__double_as_longlong(v);
-  return (u >> 63) ? ~u : u | (1ull << 63);
-}
-__device__ __forceinline__ double from_order_key(uint64_t k) {
-  return __longlong_as_double((long long)((k >> 63) ? k & ~(1ull << 63) : ~k));
-}
-
 template <DType In>
 __global__ void box_kernel(const char* __restrict__ in, char* __restrict__ out, DType out_dtype, bool aligned,
                            const Geometry g, const __grid_constant__ BoxParams p) {
@@ -249,39 +315,9 @@ __global__ void box_kernel(const char* __restrict__ in, char* __restrict__ out, 
         result = __dadd_rn(result, __dmul_rn(v, w));  // no FMA: the CPU's (and scipy's) rounding
       });
     } else if (p.reduce == Reduce::Rank) {
-      // Bisection on the keys: lo <= key of the answer <= hi, `below` taps
-      // have keys under lo. Each pass counts the taps within [lo, mid] and
-      // snaps the range to keys that occur, so it ends after at most 64
-      // passes, and after a few for clustered data.
-      uint64_t lo = ~0ull, hi = 0;
-      walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int) {
-        const uint64_t k = order_key(v);
-        lo = k < lo ? k : lo;
-        hi = k > hi ? k : hi;
+      result = select_by_bisection(p.rank, [&](auto&& visit) {
+        walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int) { visit(v); });
       });
-      int64_t below = 0;
-      while (lo < hi) {
-        const uint64_t mid = lo + (hi - lo) / 2;
-        int64_t count = 0;
-        uint64_t max_le = 0, min_gt = ~0ull;
-        walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int) {
-          const uint64_t k = order_key(v);
-          if (k < lo || k > hi) return;
-          if (k <= mid) {
-            ++count;
-            max_le = k > max_le ? k : max_le;
-          } else {
-            min_gt = k < min_gt ? k : min_gt;
-          }
-        });
-        if (below + count > p.rank) {
-          hi = max_le;
-        } else {
-          below += count;
-          lo = min_gt;
-        }
-      }
-      result = from_order_key(lo);
     } else {  // scipy's comparison: a later value wins only if strictly smaller/larger
       const bool minimum = p.reduce == Reduce::Minimum;
       walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int t) {
@@ -422,18 +458,14 @@ unsigned blocks_for(int64_t n) { return (unsigned)std::min<int64_t>((n + kThread
 
 template <DType In>
 struct FootprintLaunch {
-  template <int Capacity>
-  static void launch(const ArrayDesc& in, const ArrayDesc& out, const Geometry& g, const FootprintParams& p,
-                     cudaStream_t s) {
-    footprint_kernel<In, Capacity><<<blocks_for(g.size), kThreads, 0, s>>>(in.data, out.data, out.dtype,
-                                                                             is_aligned(out), g, p);
-  }
   static void run(const ArrayDesc& in, const ArrayDesc& out, const Geometry& g, const FootprintParams& p,
                   cudaStream_t s) {
-    if (p.reduce != Reduce::Rank) launch<1>(in, out, g, p, s);
-    else if (p.ntaps <= 32) launch<32>(in, out, g, p, s);
-    else if (p.ntaps <= 128) launch<128>(in, out, g, p, s);
-    else launch<kMaxTaps>(in, out, g, p, s);
+    if (p.reduce == Reduce::Rank && p.ntaps <= kSmallRank)
+      small_rank_kernel<In><<<blocks_for(g.size), kThreads, 0, s>>>(in.data, out.data, out.dtype, is_aligned(out),
+                                                                      g, p);
+    else
+      footprint_kernel<In><<<blocks_for(g.size), kThreads, 0, s>>>(in.data, out.data, out.dtype, is_aligned(out),
+                                                                     g, p);
   }
 };
 
