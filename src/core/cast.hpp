@@ -71,6 +71,31 @@ GF_HD void store_from_double(char* p, double v) {
   copy_element(p, &s, sizeof(S));
 }
 
+// load_as_double for a dtype known at run time (real dtypes and bfloat16).
+GF_HD double load_any_as_double(DType t, const char* p) {
+  switch (t) {
+    case DType::Bool: return load_as_double<DType::Bool>(p);
+    case DType::Int8: return load_as_double<DType::Int8>(p);
+    case DType::UInt8: return load_as_double<DType::UInt8>(p);
+    case DType::Int16: return load_as_double<DType::Int16>(p);
+    case DType::UInt16: return load_as_double<DType::UInt16>(p);
+    case DType::Int32: return load_as_double<DType::Int32>(p);
+    case DType::UInt32: return load_as_double<DType::UInt32>(p);
+    case DType::Int64: return load_as_double<DType::Int64>(p);
+    case DType::UInt64: return load_as_double<DType::UInt64>(p);
+    case DType::Float16: return load_as_double<DType::Float16>(p);
+    case DType::Float32: return load_as_double<DType::Float32>(p);
+    case DType::BFloat16: return load_as_double<DType::BFloat16>(p);
+    default: return load_as_double<DType::Float64>(p);
+  }
+}
+
+// store_from_double as a dispatchable functor (host code).
+template <DType T>
+struct StoreFromDouble {
+  static void run(char* p, double v) { store_from_double<T>(p, v); }
+};
+
 // Calls Fn<t>::run(args...) for the runtime real dtype t: one switch, so that
 // kernels are templated on the dtype and nothing else.
 template <template <DType> class Fn, class... Args>
