@@ -161,7 +161,7 @@ SumClass sum_class(DType out) {
 namespace {
 
 constexpr int64_t kChunk = 1 << 15;  // summands per task along the reduced axes
-constexpr int kTile = 64;            // neighbouring outputs per task in column mode
+constexpr int kTile = 512;           // neighbouring outputs per task in column mode
 
 // Compensated (Kahan) double accumulator; plain wrapping uint64 for integers.
 struct Kahan {
@@ -231,15 +231,42 @@ Partial<C> sum_range(const ReducePlan& p, const char* base, int64_t lo, int64_t 
 }
 
 // Column mode: sums of class C over reduced elements [lo, hi) for `width`
-// neighbouring outputs along the last kept axis, into acc[0..width).
+// neighbouring outputs along the last kept axis, into acc[0..width). The
+// float sums keep their running values and compensations in separate arrays
+// so that the loop over the outputs vectorises.
 template <DType T, SumClass C>
 void sum_columns(const ReducePlan& p, const char* base, int64_t lo, int64_t hi, int width, Partial<C>* acc) {
   const int64_t step = p.keep_x[p.nkeep - 1];
+  double s[kTile] = {}, comp[kTile] = {};
+  uint64_t n[kTile] = {};
   for (int64_t pos = lo; pos < hi; ++pos) {
     int64_t off, unused;
     decode(pos, p.nred, p.red_shape, p.red_x, nullptr, off, unused);
     const char* row = base + off;
-    for (int j = 0; j < width; ++j) accumulate(acc[j], load_summand<T, C>(row + j * step));
+    if constexpr (C == SumClass::Float) {
+      using S = typename storage<T>::type;
+      constexpr bool plain = T == DType::Float32 || T == DType::Float64;
+      if (plain && step == (int64_t)sizeof(S) && reinterpret_cast<uintptr_t>(row) % alignof(S) == 0) {
+        const S* r = reinterpret_cast<const S*>(row);  // unit stride: vectorises
+        for (int j = 0; j < width; ++j) {
+          const double y = (double)r[j] - comp[j], t = s[j] + y;
+          comp[j] = (t - s[j]) - y;
+          s[j] = t;
+        }
+        continue;
+      }
+      for (int j = 0; j < width; ++j) {
+        const double y = load_as_double<T>(row + j * step) - comp[j], t = s[j] + y;
+        comp[j] = (t - s[j]) - y;
+        s[j] = t;
+      }
+    } else {
+      for (int j = 0; j < width; ++j) n[j] += load_summand<T, C>(row + j * step);
+    }
+  }
+  for (int j = 0; j < width; ++j) {
+    if constexpr (C == SumClass::Float) acc[j] = Kahan{s[j], comp[j]};
+    else acc[j] = n[j];
   }
 }
 
@@ -376,17 +403,45 @@ struct FindBadIndex {
   }
 };
 
+// Copies runs along out's last axis; per element of a run, the source row
+// is source + index value * axis stride.
+template <DType T, class W>
+void gather_runs(const GatherPlan& p, const ArrayDesc& out) {
+  const int last = out.ndim - 1;
+  const int64_t len = out.ndim ? out.shape[last] : 1, rows = len ? out.size() / len : 0, n = p.axis_length;
+  const int64_t ss = out.ndim ? p.source.strides[last] : 0, is = out.ndim ? p.index.strides[last] : 0,
+                os = out.ndim ? out.strides[last] : 0;
+#pragma omp parallel for schedule(static) if (out.size() > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t so, oo, io, unused;
+    decode(r, std::max(last, 0), out.shape, p.source.strides, out.strides, so, oo);
+    decode(r, std::max(last, 0), out.shape, p.index.strides, nullptr, io, unused);
+    const char* src = p.source.data + so;
+    const char* idx = p.index.data + io;
+    char* dst = out.data + oo;
+    if (is == 0) {  // one index for the whole run: a strided row copy
+      src += load_index<T>(idx, n) * p.axis_stride;
+      for (int64_t k = 0; k < len; ++k) std::memcpy(dst + k * os, src + k * ss, sizeof(W));
+    } else {
+      for (int64_t k = 0; k < len; ++k)
+        std::memcpy(dst + k * os, src + k * ss + load_index<T>(idx + k * is, n) * p.axis_stride, sizeof(W));
+    }
+  }
+}
+
+struct alignas(16) Bytes16 {
+  uint64_t lo, hi;
+};
+
 template <DType T>
 struct GatherKernel {
   static void run(const GatherPlan& p, const ArrayDesc& out) {
-    const int64_t count = out.size(), item = itemsize(out.dtype), n = p.axis_length;
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (int64_t e = 0; e < count; ++e) {
-      int64_t so = 0, oo = 0, io = 0, unused;
-      decode(e, out.ndim, out.shape, p.source.strides, out.strides, so, oo);
-      decode(e, out.ndim, out.shape, p.index.strides, nullptr, io, unused);
-      const int64_t i = load_index<T>(p.index.data + io, n);
-      std::memcpy(out.data + oo, p.source.data + so + i * p.axis_stride, (size_t)item);
+    switch (itemsize(out.dtype)) {
+      case 1: return gather_runs<T, uint8_t>(p, out);
+      case 2: return gather_runs<T, uint16_t>(p, out);
+      case 4: return gather_runs<T, uint32_t>(p, out);
+      case 8: return gather_runs<T, uint64_t>(p, out);
+      default: return gather_runs<T, Bytes16>(p, out);
     }
   }
 };

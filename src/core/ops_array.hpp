@@ -82,7 +82,9 @@ GF_HD void store_wrapped_int(DType t, char* p, uint64_t v) {
     const uint8_t b = v != 0;
     copy_element(p, &b, 1);
   } else {
-    copy_element(p, &v, (size_t)itemsize(t));  // little-endian: the low bytes
+    const size_t n = t == DType::Int8 || t == DType::UInt8 ? 1 : t == DType::Int16 || t == DType::UInt16 ? 2
+                   : t == DType::Int32 || t == DType::UInt32 ? 4 : 8;
+    copy_element(p, &v, n);  // little-endian: the low bytes
   }
 }
 
