@@ -137,15 +137,15 @@ __global__ void __launch_bounds__(kSumThreads) sum_rows(const __grid_constant__ 
 }
 
 // Column mode (and few summands per output): one thread per output, over a
-// chunk of kColumnChunk summands (blockIdx.y), compensated for floats.
+// chunk of chunk_length summands (blockIdx.y), compensated for floats.
 template <DType T, SumClass C>
 __global__ void __launch_bounds__(kSumThreads) sum_columns(const __grid_constant__ ReducePlan p, const char* x,
                                                           char* out, DType out_dtype, Acc<C>* partial,
-                                                          int64_t chunks) {
+                                                          int64_t chunks, int64_t chunk_length) {
   const int64_t o = (int64_t)blockIdx.x * kSumThreads + threadIdx.x, chunk = blockIdx.y;
   if (o >= p.outputs) return;
   const char* base = x + kept_offset(p, o, false);
-  const int64_t lo = chunk * kColumnChunk, hi = min(p.reduced, lo + kColumnChunk);
+  const int64_t lo = chunk * chunk_length, hi = min(p.reduced, lo + chunk_length);
   Acc<C> s = 0, c = 0;
   for (int64_t r = lo; r < hi; ++r) {
     const auto v = load_summand<T, C>(base + reduced_offset(p, r));
@@ -186,7 +186,8 @@ struct SumLaunch {
   template <SumClass C>
   static void launch(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out, cudaStream_t stream) {
     const bool rows = !p.column && p.reduced >= kRowMode;
-    const int64_t chunk = rows ? kBlockChunk : kColumnChunk;
+    // Column chunks grow past kColumnChunk only to keep the grid's y under 65536.
+    const int64_t chunk = rows ? kBlockChunk : std::max<int64_t>(kColumnChunk, (p.reduced + 65534) / 65535);
     const int64_t chunks = std::max<int64_t>(1, (p.reduced + chunk - 1) / chunk);
     Acc<C>* partial = nullptr;
     if (chunks > 1)
@@ -198,9 +199,9 @@ struct SumLaunch {
                                                                                  partial, chunks);
     } else {
       const int64_t blocks = (p.outputs + kSumThreads - 1) / kSumThreads;
-      if (blocks > 2147483647 || chunks > 65535) throw std::invalid_argument("sum: reduction too large");
+      if (blocks > 2147483647) throw std::invalid_argument("sum: too many outputs");
       sum_columns<T, C><<<dim3((unsigned)blocks, (unsigned)chunks), kSumThreads, 0, stream>>>(
-          p, x.data, out.data, out.dtype, partial, chunks);
+          p, x.data, out.data, out.dtype, partial, chunks, chunk);
     }
     cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess && chunks > 1) {
