@@ -7,4 +7,6 @@ array of the caller's own library on the caller's device.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._ops_array import add, broadcast_to, check_errors, fill, gather, multiply, sum  # noqa: A004
+
+__all__: list[str] = ["fill", "broadcast_to", "sum", "add", "multiply", "gather", "check_errors"]

@@ -69,7 +69,9 @@ Elementwise parse_elementwise(const std::string& op) {
   if (op == "subtract") return Elementwise::Subtract;
   if (op == "square") return Elementwise::Square;
   if (op == "sqrt") return Elementwise::Sqrt;
-  throw py::value_error("unknown elementwise operation '" + op + "'; use 'add', 'subtract', 'square' or 'sqrt'");
+  if (op == "multiply") return Elementwise::Multiply;
+  throw py::value_error("unknown elementwise operation '" + op +
+                        "'; use 'add', 'subtract', 'multiply', 'square' or 'sqrt'");
 }
 
 void require_device(const std::vector<const ImportedArray*>& arrays, const char* const* names,

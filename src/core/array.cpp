@@ -1,5 +1,7 @@
 #include "core/array.hpp"
 
+#include <stdexcept>
+
 namespace gpufilt {
 
 ByteExtent byte_extent(const ArrayDesc& a) {
@@ -43,6 +45,30 @@ ArrayDesc contiguous_like(const ArrayDesc& shape_of, DType dtype, char* data) {
     stride *= d.shape[i] > 0 ? d.shape[i] : 1;
   }
   return d;
+}
+
+std::string shape_string(const ArrayDesc& a) {
+  std::string s = "(";
+  for (int i = 0; i < a.ndim; ++i) s += std::to_string(a.shape[i]) + (a.ndim == 1 ? "," : i + 1 < a.ndim ? ", " : "");
+  return s + ")";
+}
+
+ArrayDesc broadcast_view(const ArrayDesc& a, const ArrayDesc& shape_of, const char* name) {
+  const int lead = shape_of.ndim - a.ndim;
+  bool ok = lead >= 0;
+  ArrayDesc v = a;
+  v.ndim = shape_of.ndim;
+  for (int d = shape_of.ndim - 1; ok && d >= 0; --d) {
+    const int k = d - lead;
+    v.shape[d] = shape_of.shape[d];
+    if (k >= 0 && a.shape[k] == shape_of.shape[d]) v.strides[d] = a.strides[k];
+    else if (k < 0 || a.shape[k] == 1) v.strides[d] = 0;
+    else ok = false;
+  }
+  if (!ok)
+    throw std::invalid_argument(std::string(name) + " of shape " + shape_string(a) +
+                                " does not broadcast to shape " + shape_string(shape_of));
+  return v;
 }
 
 ArrayDesc complex_component(const ArrayDesc& a, int component) {

@@ -3,6 +3,7 @@
 // Plain data, passed by value to CUDA kernels too.
 #pragma once
 #include <cstdint>
+#include <string>
 #include "core/dtype.hpp"
 
 namespace gpufilt {
@@ -43,6 +44,14 @@ bool same_shape(const ArrayDesc& a, const ArrayDesc& b);
 
 // Descriptor of a C-contiguous array of the given dtype over `data`.
 ArrayDesc contiguous_like(const ArrayDesc& shape_of, DType dtype, char* data);
+
+// `a` viewed with the shape of `shape_of` by numpy's broadcasting rules
+// (axes aligned on the right; missing and length-1 axes get stride 0).
+// Throws std::invalid_argument naming `name` when the shapes do not broadcast.
+ArrayDesc broadcast_view(const ArrayDesc& a, const ArrayDesc& shape_of, const char* name);
+
+// "(2, 3)": a shape as numpy prints it, for error messages.
+std::string shape_string(const ArrayDesc& a);
 
 // The real or imaginary part (component 0 or 1) of a complex array, as a view.
 ArrayDesc complex_component(const ArrayDesc& a, int component);

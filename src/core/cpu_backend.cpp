@@ -1,5 +1,6 @@
 #include "core/cpu_backend.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -136,11 +137,46 @@ void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {
 namespace {
 using namespace cpu;
 
+// A run of n elements of out = op(a, b) in dtype T; sa == 0 or sb == 0 for a
+// broadcast operand. Unit-stride runs of one dtype take typed loops that the
+// compiler vectorises, with the operation fixed at compile time.
+template <DType T, Elementwise Op>
+void typed_run(const char* a, int64_t sa, const char* b, int64_t sb, char* out, int64_t n) {
+  using S = typename storage<T>::type;
+  const S* x = reinterpret_cast<const S*>(a);
+  const S* y = reinterpret_cast<const S*>(b);
+  S* r = reinterpret_cast<S*>(out);
+  if (sb == 0) {
+    const S v = *y;
+    for (int64_t i = 0; i < n; ++i) r[i] = elementwise_value<T>(Op, x[i], v);
+  } else {
+    for (int64_t i = 0; i < n; ++i) r[i] = elementwise_value<T>(Op, x[i], y[i]);
+  }
+}
+
 template <DType T>
-struct ElementwiseLine {
-  static void run(Elementwise op, const char* a, int64_t sa, const char* b, int64_t sb, char* out,
-                  int64_t so, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) elementwise_apply<T>(op, a + i * sa, b + i * sb, out + i * so);
+struct ElementwiseRun {
+  static void run(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const char* pa, int64_t sa,
+                  const char* pb, int64_t sb, char* po, int64_t so, int64_t n) {
+    using S = typename storage<T>::type;
+    constexpr int64_t item = sizeof(S);
+    const bool aligned = reinterpret_cast<uintptr_t>(pa) % alignof(S) == 0 &&
+                         reinterpret_cast<uintptr_t>(pb) % alignof(S) == 0 &&
+                         reinterpret_cast<uintptr_t>(po) % alignof(S) == 0;
+    if (a.dtype == T && b.dtype == T && aligned && sa == item && so == item && (sb == item || sb == 0)) {
+      switch (op) {
+        case Elementwise::Add: return typed_run<T, Elementwise::Add>(pa, sa, pb, sb, po, n);
+        case Elementwise::Multiply: return typed_run<T, Elementwise::Multiply>(pa, sa, pb, sb, po, n);
+        case Elementwise::Subtract: return typed_run<T, Elementwise::Subtract>(pa, sa, pb, sb, po, n);
+        case Elementwise::Square: return typed_run<T, Elementwise::Square>(pa, sa, pa, sa, po, n);
+        case Elementwise::Sqrt: break;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const S x = load_operand<T>(a.dtype, pa + i * sa), y = load_operand<T>(b.dtype, pb + i * sb);
+      const S r = elementwise_value<T>(op, x, y);
+      copy_element(po + i * so, &r, sizeof(S));
+    }
   }
 };
 
@@ -154,20 +190,25 @@ int64_t element_offset(const ArrayDesc& a, int64_t index) {
   return off;
 }
 
+constexpr int64_t kRunLength = 16384;  // elements per parallel task along the last axis
+
 }  // namespace
 
 void CpuBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) {
-  // Lines along the last axis; a 0-d array is one line of one element.
+  // Runs along the last axis, cut into tasks of kRunLength; a 0-d array is
+  // one run of one element.
   const int last = out.ndim - 1;
-  const int64_t n = out.ndim ? out.shape[last] : 1, count = n ? out.size() / n : 0;
+  const int64_t n = out.ndim ? out.shape[last] : 1, rows = n ? out.size() / n : 0;
+  const int64_t pieces = (n + kRunLength - 1) / kRunLength, tasks = rows * pieces;
   const int64_t sa = out.ndim ? a.strides[last] : 0, sb = out.ndim ? b.strides[last] : 0,
                 so = out.ndim ? out.strides[last] : 0;
 #pragma omp parallel for schedule(static) if (out.size() > 65536)
-  for (int64_t l = 0; l < count; ++l) {
-    const int64_t first = l * n;
-    dispatch_real_dtype<ElementwiseLine>(out.dtype, op, a.data + element_offset(a, first), sa,
-                                         b.data + element_offset(b, first), sb,
-                                         out.data + element_offset(out, first), so, n);
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t row = t / pieces, start = (t % pieces) * kRunLength, first = row * n + start;
+    dispatch_real_or_bfloat16<ElementwiseRun>(out.dtype, op, a, b, a.data + element_offset(a, first), sa,
+                                              b.data + element_offset(b, first), sb,
+                                              out.data + element_offset(out, first), so,
+                                              std::min(kRunLength, n - start));
   }
 }
 

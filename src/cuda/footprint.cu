@@ -1,7 +1,6 @@
-// CUDA footprint filters (N-D weighted sums, minimum, maximum, rank) and the
-// elementwise kernels. One thread per output element; the footprint travels
-// by value in the kernel parameters (no host-to-device copy per call), in one
-// of two forms:
+// CUDA footprint filters (N-D weighted sums, minimum, maximum, rank). One
+// thread per output element; the footprint travels by value in the kernel
+// parameters (no host-to-device copy per call), in one of two forms:
 // - a tap table (footprints of <= 512 taps along <= 4 axes): per-tap offsets
 //   along the axes it spans and, for the interior, byte offsets that skip the
 //   boundary arithmetic;
@@ -23,7 +22,6 @@
 
 #include "core/border.hpp"
 #include "core/cast.hpp"
-#include "core/elementwise.hpp"
 #include "cuda/check.cuh"
 #include "cuda/elements.cuh"
 
@@ -477,27 +475,6 @@ struct BoxLaunch {
   }
 };
 
-template <DType T>
-__global__ void elementwise_kernel(Elementwise op, const char* a, const char* b, char* out, const Geometry g,
-                                   const Geometry gb) {
-  int64_t coord[kMaxDims];
-  for (int64_t index = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; index < g.size;
-       index += (int64_t)gridDim.x * blockDim.x) {
-    int64_t a_off, out_off, b_off = 0;
-    locate(g, index, coord, a_off, out_off);
-    for (int d = 0; d < gb.ndim; ++d) b_off += coord[d] * gb.in_strides[d];
-    elementwise_apply<T>(op, a + a_off, b + b_off, out + out_off);
-  }
-}
-
-template <DType T>
-struct ElementwiseLaunch {
-  static void run(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out, cudaStream_t s) {
-    const Geometry g = make_geometry(a, out), gb = make_geometry(b, out);
-    elementwise_kernel<T><<<blocks_for(g.size), kThreads, 0, s>>>(op, a.data, b.data, out.data, g, gb);
-  }
-};
-
 }  // namespace
 
 void CudaBackend::footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
@@ -512,12 +489,6 @@ void CudaBackend::footprint_pass(const ArrayDesc& in, const ArrayDesc& out, cons
     const std::unique_ptr<BoxParams> params = make_box_params(in, filter, span, cval);
     dispatch_real_dtype<BoxLaunch>(in.dtype, in, out, g, *params, as_stream(stream_));
   }
-  GF_CUDA_CHECK_LAUNCH();
-}
-
-void CudaBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) {
-  if (out.size() == 0) return;
-  dispatch_real_dtype<ElementwiseLaunch>(out.dtype, op, a, b, out, as_stream(stream_));
   GF_CUDA_CHECK_LAUNCH();
 }
 
