@@ -26,7 +26,7 @@ enum class Pointwise : int8_t {
   Sigmoid,      // out = 1 / (1 + exp(-x)), without overflow for large |x|
   SigmoidGrad,  // out = grad * (1 - y) * y, y = sigmoid(x) (torch's sigmoid_backward)
 };
-GF_HD bool takes_grad(Pointwise op) { return op == Pointwise::ReluGrad || op == Pointwise::SigmoidGrad; }
+GF_HD constexpr bool takes_grad(Pointwise op) { return op == Pointwise::ReluGrad || op == Pointwise::SigmoidGrad; }
 
 template <DType T>
 using acc_t = std::conditional_t<T == DType::Float64, double, float>;
