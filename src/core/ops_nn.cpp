@@ -93,6 +93,7 @@ template <template <DType> class Fn, class... Args>
 void dispatch_nn_float(DType t, Args&&... args) {
   switch (t) {
     case DType::Float16: return Fn<DType::Float16>::run(static_cast<Args&&>(args)...);
+    case DType::BFloat16: return Fn<DType::BFloat16>::run(static_cast<Args&&>(args)...);
     case DType::Float32: return Fn<DType::Float32>::run(static_cast<Args&&>(args)...);
     case DType::Float64: return Fn<DType::Float64>::run(static_cast<Args&&>(args)...);
     default: throw std::invalid_argument(std::string("dtype ") + dtype_name(t) + " is not a float dtype");
@@ -228,7 +229,7 @@ template <DType T> struct CrossEntropyGradCpu {
 
 }  // namespace
 
-bool is_nn_float(DType t) { return t == DType::Float16 || t == DType::Float32 || t == DType::Float64; }
+bool is_nn_float(DType t) { return is_float_dtype(t); }
 
 // ------------------------------------------------------------------- plans
 

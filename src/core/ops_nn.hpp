@@ -7,7 +7,8 @@
 // The bindings call plan_*() (which throws on bad input, before anything is
 // written) and then the CPU or CUDA runner.
 //
-// Accumulation: float for float16 and float32 data, double for float64.
+// Dtypes: float16, bfloat16, float32, float64. Accumulation: float for the
+// 16-bit types and float32, double for float64.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -159,7 +160,7 @@ struct LossScale {
 // should have refused already, and on an `out` that partly overlaps an input
 // (the same array is fine: every kernel reads an element before writing it).
 
-bool is_nn_float(DType t);
+bool is_nn_float(DType t);  // float16, bfloat16, float32, float64
 
 // x, grad (ignored unless takes_grad(op)) and out, one shape and dtype; the
 // axes are sorted and merged so that contiguous arrays of any order become

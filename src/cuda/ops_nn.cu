@@ -18,6 +18,7 @@
 // kernel cannot raise. It never reads through a bad label; the row's loss and
 // gradient become NaN (visible in the result) and the device's sticky flag
 // g_index_error is set for take_index_error (gpufilt.ops.check_index_errors).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -42,6 +43,11 @@ template <> struct Elem<DType::Float16> {
   using S = uint16_t;
   static __device__ __forceinline__ float to(S b) { return __half2float(__ushort_as_half(b)); }
   static __device__ __forceinline__ S from(float v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+template <> struct Elem<DType::BFloat16> {
+  using S = uint16_t;
+  static __device__ __forceinline__ float to(S b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+  static __device__ __forceinline__ S from(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 };
 template <> struct Elem<DType::Float32> {
   using S = float;
@@ -79,6 +85,7 @@ template <DType T> union Chunk {
 template <class F> void dispatch_float(DType t, F f) {
   switch (t) {
     case DType::Float16: return f(std::integral_constant<DType, DType::Float16>{});
+    case DType::BFloat16: return f(std::integral_constant<DType, DType::BFloat16>{});
     case DType::Float32: return f(std::integral_constant<DType, DType::Float32>{});
     case DType::Float64: return f(std::integral_constant<DType, DType::Float64>{});
     default: throw std::invalid_argument(std::string("dtype ") + dtype_name(t) + " is not a float dtype");
@@ -88,6 +95,7 @@ template <class F> void dispatch_float(DType t, F f) {
 __device__ double load_scalar(const char* p, DType t) {
   switch (t) {
     case DType::Float16: return ld<DType::Float16>(p, false);
+    case DType::BFloat16: return ld<DType::BFloat16>(p, false);
     case DType::Float32: return ld<DType::Float32>(p, false);
     default: return ld<DType::Float64>(p, false);
   }
