@@ -135,10 +135,10 @@ template <DType T> struct PointwiseCpu {
 
 // Online max and sum of one row of logits (slot 0).
 template <DType T> RowStats<acc_t<T>> row_stats(const Rows& r, const int64_t* off) {
-  RowStats<acc_t<T>> s;
+  BlockedRowStats<acc_t<T>> s;
   const char* x = r.data[0] + off[0];
   for (int64_t j = 0; j < r.length; ++j) s.add(ld<T>(x + j * r.step[0]));
-  return s;
+  return s.result();
 }
 
 template <DType T> struct SoftmaxCpu {
@@ -191,10 +191,10 @@ template <DType T> struct CrossEntropyCpu {
         total += row_stats<T>(r, off).index_loss(ld<T>(x + label * r.step[0]));
         continue;
       }
-      RowStats<A> s;
+      BlockedRowStats<A> s;
       const char* p = r.data[1] + off[1];
       for (int64_t j = 0; j < r.length; ++j) s.add(ld<T>(x + j * r.step[0]), ld<T>(p + j * r.step[1]));
-      total += s.probability_loss();
+      total += s.result().probability_loss();
     }
     st<T>(loss.data, (acc_t<T>)(total / (double)r.count));  // no rows: 0/0, NaN as torch's mean
   }

@@ -133,6 +133,33 @@ template <class A> struct RowStats {
   GF_HD A index_loss(A x_label) const { return log_of(sum) - (x_label - max); }
 };
 
+// RowStats of a long run of elements, added in blocks that are then merged:
+// the rounding error of the sums grows with the block size plus the number
+// of blocks instead of with the row length (a 70000-class float32 row would
+// otherwise lose 1e-4 relative).
+template <class A> struct BlockedRowStats {
+  static constexpr int kBlock = 128;
+  RowStats<A> total, block;
+  int n = 0;
+  GF_HD void add(A x) {
+    block.add(x);
+    if (++n == kBlock) flush();
+  }
+  GF_HD void add(A x, A p) {
+    block.add(x, p);
+    if (++n == kBlock) flush();
+  }
+  GF_HD void flush() {
+    total.merge(block);
+    block = RowStats<A>();
+    n = 0;
+  }
+  GF_HD RowStats<A> result() {
+    flush();
+    return total;
+  }
+};
+
 // An integer label of any integer dtype, as int64 (uint64 beyond int64 wraps
 // negative and is then out of range).
 GF_HD int64_t load_label(const char* p, DType t) {

@@ -304,12 +304,15 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
     const char* p = r.data[1] + off[1];
     char* o = r.data[2] + off[2];
 
+    BlockedRowStats<A> lane_stats;
     RowStats<A> s;
     if (a.op == RowOp::CrossEntropy && probabilities) {
-      if (valid) visit_row<T, G>(r, a, x, p, true, lane, [&](int64_t, A xv, A pv) { s.add(xv, pv); });
+      if (valid) visit_row<T, G>(r, a, x, p, true, lane, [&](int64_t, A xv, A pv) { lane_stats.add(xv, pv); });
+      s = lane_stats.result();
       group_merge<G, true>(s, shared);
     } else {
-      if (valid) visit_row<T, G>(r, a, x, p, false, lane, [&](int64_t, A xv, A) { s.add(xv); });
+      if (valid) visit_row<T, G>(r, a, x, p, false, lane, [&](int64_t, A xv, A) { lane_stats.add(xv); });
+      s = lane_stats.result();
       group_merge<G, false>(s, shared);
     }
     if (!valid) continue;
