@@ -235,7 +235,8 @@ def test_cross_entropy_class_axis_and_extra_dims(axis, kind, rng):
 @pytest.mark.parametrize("kind", ["index", "probability"])
 def test_cross_entropy_any_layout(kind, rng):
     base = random_array(rng, (11, 7), np.float32)
-    labels = random_labels(rng, base.shape) if kind == "index" else random_probabilities(rng, base.shape, np.float32)
+    labels = (random_labels(rng, base.shape) if kind == "index"
+              else random_probabilities(rng, base.shape, np.float32))
     expected_loss = ref_cross_entropy(base, labels)
     expected_grad = ref_cross_entropy_grad(base, labels)
     for layout, x in layouts(base):

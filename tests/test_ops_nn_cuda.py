@@ -1,8 +1,8 @@
 """gpufilt.ops neural-network kernels on CUDA: cupy arrays and torch CUDA
 tensors (float16, bfloat16, float32, float64), every kernel variant (16-byte
 vectorised and strided pointwise, 1/8/32/256 threads a row), out= and in
-place, streams, CUDA graph capture, and out-of-range labels (NaN results and
-check_index_errors, never an illegal address).
+place, streams, CUDA graph capture, and out-of-range labels (NaN results,
+IndexError at the next call, never an illegal address).
 
 Every test is marked `cuda` (skipped without a usable device). numpy in
 float64 on the host is the oracle (torch's own CUDA kernels for bfloat16);
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpufilt import ops
+from gpufilt import _dispatch, _ops_nn, ops
 
 from _helpers import FLOAT_DTYPES, assert_matches, random_array
 from test_ops_nn import (random_labels, random_probabilities, ref_cross_entropy, ref_cross_entropy_grad,
@@ -33,10 +33,11 @@ def host(x):
 
 
 @pytest.fixture(autouse=True)
-def no_stale_index_error():
-    """Each test starts with the device's index-error flag clear."""
+def no_stale_label_error():
+    """Each test starts with no out-of-range label recorded."""
+    cupy.cuda.Device().synchronize()
     try:
-        ops.check_index_errors()
+        _ops_nn.raise_recorded_label_error(_dispatch._cuda)
     except IndexError:
         pass
 
@@ -191,24 +192,27 @@ def test_cupy_cross_entropy_empty_batch_is_nan():
 # ----------------------------------------------------- out-of-range labels
 
 
-@pytest.mark.parametrize("bad", [5, -1, 2**40])
+@pytest.mark.parametrize("bad", ["classes", -1, 2**40])
 @pytest.mark.parametrize("classes", [5, 3000])
-def test_cupy_out_of_range_label_gives_nan_and_a_checkable_flag(bad, classes, rng):
+def test_cupy_out_of_range_label_gives_nan_then_index_error_at_the_next_call(bad, classes, rng):
+    bad = classes if bad == "classes" else bad
     logits_h = random_array(rng, (4, classes), np.float32)
-    labels_h = np.array([0, 1, bad if bad != 5 else classes, 2])
+    labels_h = np.array([0, 1, bad, 2])
     logits, labels = device(logits_h), device(labels_h)
     loss = ops.softmax_cross_entropy(logits, labels)  # no exception, no illegal address
-    assert np.isnan(host(loss))
-    grad = host(ops.softmax_cross_entropy_grad(logits, labels))
+    assert np.isnan(host(loss))  # host() waited for the kernel
+    with pytest.raises(IndexError, match=rf"label {bad}, out of range for {classes} classes"):
+        ops.relu(logits)  # the next call raises what the kernel recorded
+    grad = host(ops.softmax_cross_entropy_grad(logits, labels))  # the record was cleared
     assert np.all(np.isnan(grad[2]))
     good = [0, 1, 3]
     assert_matches(grad[good], ref_cross_entropy_grad(logits_h[good], labels_h[good]) * 3 / 4, np.float32,
                    scale=0.25)
-    with pytest.raises(IndexError, match="out-of-range"):
-        ops.check_index_errors()
-    ops.check_index_errors()  # cleared by the check
+    with pytest.raises(IndexError, match=rf"label {bad}"):
+        ops.softmax(logits)  # recorded again by the gradient kernel
     ops.softmax_cross_entropy(logits, device(np.array([0, 1, 2, 3])))
-    ops.check_index_errors()  # valid labels set nothing
+    cupy.cuda.Device().synchronize()
+    ops.relu(logits)  # valid labels record nothing
 
 
 # ------------------------------------------------------- streams and graphs
@@ -239,6 +243,7 @@ def test_cuda_graph_capture_replays_every_op_on_new_data(rng):
         labels = device(random_labels(rng, shape))
         y_relu, y_soft = cupy.zeros_like(x), cupy.zeros_like(x)
         loss, grad = cupy.zeros((), np.float32), cupy.zeros_like(x)
+        ops.softmax_cross_entropy(x, labels)  # warm-up: the process-wide label record is allocated once
     s.synchronize()
     with s:
         s.begin_capture()
@@ -346,8 +351,8 @@ def test_torch_cuda_stream_and_in_place(torch, rng):
 def test_torch_cuda_out_of_range_label_is_nan_not_a_crash(torch, rng):
     x = torch.from_numpy(random_array(rng, (3, 4), np.float32)).cuda()
     labels = torch.tensor([0, 9, 1], device="cuda")
-    assert torch.isnan(ops.softmax_cross_entropy(x, labels)).item()
-    with pytest.raises(IndexError):
-        ops.check_index_errors(x.device.index)
+    assert torch.isnan(ops.softmax_cross_entropy(x, labels)).item()  # .item() waits
+    with pytest.raises(IndexError, match="label 9, out of range for 4 classes"):
+        ops.softmax_cross_entropy(x, labels)
     torch.cuda.synchronize()  # the context is still healthy
     assert torch.isfinite(ops.softmax_cross_entropy(x, torch.tensor([0, 3, 1], device="cuda"))).item()

@@ -18,9 +18,11 @@ is the mean over every other index, as torch's ``reduction='mean'``.
 
 Out-of-range index labels raise IndexError on the CPU. A CUDA kernel cannot
 raise without the host waiting for it, which would break streams and CUDA
-graphs; there the loss becomes NaN (and the gradient rows of the bad labels
-NaN), and a sticky per-device flag is set that ``check_index_errors()``
-turns into IndexError when the caller chooses to wait.
+graph capture. As gather does (_ops_array.py): the kernel never reads through
+a bad label, the loss becomes NaN (and the gradient rows of the bad labels
+NaN) so the error shows in the result, and the first bad label is recorded in
+host-mapped memory; the next gpufilt.ops call on CUDA raises it as
+IndexError (or check_errors(), which waits for a stream first).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from ._args import check_axis
 from ._dispatch import Operand, allocate_like, dtype_kind, hand_back
 
 __all__ = ["relu", "relu_grad", "sigmoid", "sigmoid_grad", "softmax", "log_softmax",
-           "softmax_cross_entropy", "softmax_cross_entropy_grad", "check_index_errors"]
+           "softmax_cross_entropy", "softmax_cross_entropy_grad"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
@@ -71,6 +73,27 @@ def _axis(axis, ndim):
     return check_axis(axis, ndim)
 
 
+def _backend(src, stream):
+    """(kernel module, stream int); on CUDA first raises a bad label an
+    earlier cross-entropy kernel recorded."""
+    module, stream = _dispatch._backend(src, stream)
+    if src.device == "cuda":
+        raise_recorded_label_error(module)
+    return module, stream
+
+
+def raise_recorded_label_error(module):
+    """IndexError for the first out-of-range label that a finished CUDA
+    cross-entropy kernel recorded (the record is then cleared). Never waits
+    for the device: call it after synchronising to see every kernel."""
+    record = module.take_label_error()
+    if record is not None:
+        label, classes = record
+        raise IndexError(f"an earlier gpufilt.ops softmax_cross_entropy on the GPU met label {label}, "
+                         f"out of range for {classes} classes (0 <= label < {classes}); its loss and "
+                         "gradient rows were written as NaN")
+
+
 def _finish(out, result, src):
     return hand_back(out, src) if result is None else result
 
@@ -83,7 +106,7 @@ def _pointwise(op, x, grad, out, stream, x_name="x"):
     if grad is not None:
         g = Operand(grad, "grad")
         _like(src, g, "grad", x_name, op)
-    module, stream = _dispatch._backend(src, stream)
+    module, stream = _backend(src, stream)
     dst, result = _out(out, src, src.shape, op)
     module.nn_pointwise(op, src.obj, None if g is None else g.obj, dst, stream)
     return _finish(dst, result, src)
@@ -116,7 +139,7 @@ def _softmax(x, axis, out, stream, log):
     op = "log_softmax" if log else "softmax"
     src = _float_operand(x, "x", op)
     axis = _axis(axis, src.ndim)
-    module, stream = _dispatch._backend(src, stream)
+    module, stream = _backend(src, stream)
     dst, result = _out(out, src, src.shape, op)
     module.softmax(src.obj, dst, axis, log, stream)
     return _finish(dst, result, src)
@@ -170,11 +193,11 @@ def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
     ``labels``: integer class indices (logits' shape without ``axis``) or
     probabilities (logits' shape and dtype). One pass over each row (online
     max and sum), stable for logits of any magnitude. Out-of-range indices:
-    IndexError on the CPU; NaN loss and ``check_index_errors()`` on CUDA.
+    IndexError on the CPU; on CUDA a NaN loss, and IndexError at the next gpufilt.ops call.
     """
     op = "softmax_cross_entropy"
     src, lab, axis = _cross_entropy_args(logits, labels, axis, op)
-    module, stream = _dispatch._backend(src, stream)
+    module, stream = _backend(src, stream)
     dst, result = _out(out, src, (), op)
     module.softmax_cross_entropy(src.obj, lab.obj, axis, dst, stream)
     return _finish(dst, result, src)
@@ -200,27 +223,7 @@ def softmax_cross_entropy_grad(logits, labels, grad=None, out=None, *, axis=-1, 
         if dtype_kind(g.dtype) != "f":
             raise TypeError(f"{op}: grad has dtype {g.dtype}; a float dtype is needed")
         scale = g.obj
-    module, stream = _dispatch._backend(src, stream)
+    module, stream = _backend(src, stream)
     dst, result = _out(out, src, src.shape, op)
     module.softmax_cross_entropy_grad(src.obj, lab.obj, axis, scale, dst, stream)
     return _finish(dst, result, src)
-
-
-def check_index_errors(device=None):
-    """Raises IndexError if a gpufilt.ops CUDA kernel met an out-of-range
-    label or index on ``device`` (a CUDA device number; default the current
-    one) since the last check, and clears the flag.
-
-    It waits for the device to finish its queued work: that is why the
-    kernels themselves never raise on the GPU. Call it where a
-    synchronisation is acceptable (after an epoch, in a test). Does nothing
-    where no CUDA device is usable.
-    """
-    module = _dispatch._cuda
-    if module is None or module.unusable_reason():
-        return
-    device = -1 if device is None else int(device)
-    if module.take_index_error(device):
-        where = "the current CUDA device" if device < 0 else f"CUDA device {device}"
-        raise IndexError(f"a gpufilt.ops kernel on {where} met an out-of-range label or index "
-                         "since the last check; its results hold NaN")

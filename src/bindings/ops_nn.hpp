@@ -124,11 +124,12 @@ void register_nn_ops(py::module_& m) {
      "out = (softmax(logits) - onehot(labels)) * grad / rows, fused row by row.");
 
   if constexpr (!cpu) {
-    m.def("take_index_error", [](int device) {
-      py::gil_scoped_release nogil;
-      return cuda::take_index_error(device);
-    }, py::arg("device"), "Waits for `device`; whether a kernel met an out-of-range index since the last "
-                          "call (the flag is cleared).");
+    m.def("take_label_error", []() -> py::object {
+      const cuda::LabelError e = cuda::take_label_error();
+      if (!e.found) return py::none();
+      return py::make_tuple(e.label, e.classes);
+    }, "The first out-of-range label a finished CUDA cross-entropy kernel met, as (label, classes), and "
+       "clears it; None when there is none. Never synchronises.");
   }
 }
 

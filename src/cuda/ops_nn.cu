@@ -16,13 +16,14 @@
 //
 // Out-of-range index labels: no host wait is allowed inside a call, so the
 // kernel cannot raise. It never reads through a bad label; the row's loss and
-// gradient become NaN (visible in the result) and the device's sticky flag
-// g_index_error is set for take_index_error (gpufilt.ops.check_index_errors).
+// gradient become NaN (visible in the result) and the first bad label goes to
+// a record in mapped host memory that take_label_error reads without waiting.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/ops_nn.hpp"
 #include "cuda/api.hpp"
@@ -34,7 +35,35 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSM = 8;  // 2048 resident threads per SM at 256 threads a block
 
-__device__ unsigned int g_index_error = 0;
+// The first out-of-range label, in pinned host memory mapped into every
+// device's address space: kernels write it, the host reads it without any
+// synchronisation (it sees what finished kernels wrote).
+struct LabelRecord {
+  unsigned int claimed, found;
+  long long label, classes;
+};
+
+// Allocated once per process, at the first cross-entropy call with index
+// labels (not per call); like cuBLAS handles before a torch graph capture, a
+// CUDA graph should be captured after one eager call.
+LabelRecord* label_record() {
+  static LabelRecord* record = [] {
+    void* p = nullptr;
+    GF_CUDA_CHECK(cudaHostAlloc(&p, sizeof(LabelRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(p, 0, sizeof(LabelRecord));
+    return static_cast<LabelRecord*>(p);
+  }();
+  return record;
+}
+
+// The first writer claims the record, fills it, then publishes it.
+__device__ void record_bad_label(LabelRecord* record, int64_t label, int64_t classes) {
+  if (atomicCAS(&record->claimed, 0u, 1u) != 0u) return;
+  record->label = label;
+  record->classes = classes;
+  __threadfence_system();
+  atomicExch(&record->found, 1u);
+}
 
 // ---------------------------------------------------------- element access
 
@@ -188,34 +217,14 @@ struct RowArgs {
   LossScale scale;   // CrossEntropyGrad: the upstream gradient
   double inv_rows;   // 1 / rows.count
   double* partials;  // CrossEntropy: one loss sum per block
+  LabelRecord* bad_label;  // CrossEntropy and its gradient with index labels
 };
 
-// Calls f(j, x_j, p_j) for the elements j of a row this lane owns (p_j = 0
-// unless with_p); 16-byte loads when the rows allow.
-template <DType T, int G, class F>
-__device__ __forceinline__ void visit_row(const Rows& r, const RowArgs& a, const char* x, const char* p,
-                                          bool with_p, int lane, F f) {
-  using A = acc_t<T>;
-  int64_t j0 = lane;
-  if (a.vectorized) {
-    constexpr int V = Chunk<T>::kSize;
-    const int64_t chunks = r.length / V;
-    for (int64_t c = lane; c < chunks; c += G) {
-      Chunk<T> xv, pv;
-      xv.raw = reinterpret_cast<const uint4*>(x)[c];
-      if (with_p) pv.raw = reinterpret_cast<const uint4*>(p)[c];
-#pragma unroll
-      for (int k = 0; k < V; ++k) f(c * V + k, Elem<T>::to(xv.e[k]), with_p ? Elem<T>::to(pv.e[k]) : A(0));
-    }
-    j0 += chunks * V;
-  }
-  for (int64_t j = j0; j < r.length; j += G)
-    f(j, ld<T>(x + j * r.step[0], a.aligned), with_p ? ld<T>(p + j * r.step[1], a.aligned) : A(0));
-}
-
-// out_j = f(j, x_j, p_j) for the elements this lane owns.
-template <DType T, int G, class F>
-__device__ __forceinline__ void map_row(const Rows& r, const RowArgs& a, const char* x, const char* p, char* o,
+// For the elements j of a row this lane owns: f(j, x_j, p_j) (p_j = 0
+// unless with_p), stored to out_j when Write. 16-byte accesses when the rows
+// allow, element accesses for the rest.
+template <bool Write, DType T, int G, class F>
+__device__ __forceinline__ void for_row(const Rows& r, const RowArgs& a, const char* x, const char* p, char* o,
                                         bool with_p, int lane, F f) {
   using A = acc_t<T>;
   int64_t j0 = lane;
@@ -227,19 +236,24 @@ __device__ __forceinline__ void map_row(const Rows& r, const RowArgs& a, const c
       xv.raw = reinterpret_cast<const uint4*>(x)[c];
       if (with_p) pv.raw = reinterpret_cast<const uint4*>(p)[c];
 #pragma unroll
-      for (int k = 0; k < V; ++k)
-        ov.e[k] = Elem<T>::from(f(c * V + k, Elem<T>::to(xv.e[k]), with_p ? Elem<T>::to(pv.e[k]) : A(0)));
-      reinterpret_cast<uint4*>(o)[c] = ov.raw;
+      for (int k = 0; k < V; ++k) {
+        const A pk = with_p ? Elem<T>::to(pv.e[k]) : A(0);
+        if constexpr (Write) ov.e[k] = Elem<T>::from(f(c * V + k, Elem<T>::to(xv.e[k]), pk));
+        else f(c * V + k, Elem<T>::to(xv.e[k]), pk);
+      }
+      if constexpr (Write) reinterpret_cast<uint4*>(o)[c] = ov.raw;
     }
     j0 += chunks * V;
   }
   for (int64_t j = j0; j < r.length; j += G) {
-    const A y = f(j, ld<T>(x + j * r.step[0], a.aligned), with_p ? ld<T>(p + j * r.step[1], a.aligned) : A(0));
-    st<T>(o + j * r.step[2], y, a.aligned);
+    const A pj = with_p ? ld<T>(p + j * r.step[1], a.aligned) : A(0);
+    if constexpr (Write) st<T>(o + j * r.step[2], f(j, ld<T>(x + j * r.step[0], a.aligned), pj), a.aligned);
+    else f(j, ld<T>(x + j * r.step[0], a.aligned), pj);
   }
 }
 
-template <bool WithMass, class A> __device__ __forceinline__ RowStats<A> shuffle_xor(const RowStats<A>& s, int m) {
+template <bool WithMass, class A>
+__device__ __forceinline__ RowStats<A> shuffle_xor(const RowStats<A>& s, int m) {
   RowStats<A> o;
   o.max = __shfl_xor_sync(0xffffffffu, s.max, m);
   o.sum = __shfl_xor_sync(0xffffffffu, s.sum, m);
@@ -252,7 +266,8 @@ template <bool WithMass, class A> __device__ __forceinline__ RowStats<A> shuffle
 
 // Merges the stats of the G lanes of a group; every lane gets the result.
 // Called by every thread of the block (shuffles and barriers are uniform).
-template <int G, bool WithMass, class A> __device__ __forceinline__ void group_merge(RowStats<A>& s, RowStats<A>* shared) {
+template <int G, bool WithMass, class A>
+__device__ __forceinline__ void group_merge(RowStats<A>& s, RowStats<A>* shared) {
   if constexpr (G > 1) {
 #pragma unroll
     for (int m = (G < 32 ? G : 32) / 2; m > 0; m /= 2) s.merge(shuffle_xor<WithMass>(s, m));
@@ -307,11 +322,13 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
     BlockedRowStats<A> lane_stats;
     RowStats<A> s;
     if (a.op == RowOp::CrossEntropy && probabilities) {
-      if (valid) visit_row<T, G>(r, a, x, p, true, lane, [&](int64_t, A xv, A pv) { lane_stats.add(xv, pv); });
+      if (valid)
+        for_row<false, T, G>(r, a, x, p, o, true, lane, [&](int64_t, A xv, A pv) { lane_stats.add(xv, pv); });
       s = lane_stats.result();
       group_merge<G, true>(s, shared);
     } else {
-      if (valid) visit_row<T, G>(r, a, x, p, false, lane, [&](int64_t, A xv, A) { lane_stats.add(xv); });
+      if (valid)
+        for_row<false, T, G>(r, a, x, p, o, false, lane, [&](int64_t, A xv, A) { lane_stats.add(xv); });
       s = lane_stats.result();
       group_merge<G, false>(s, shared);
     }
@@ -320,11 +337,13 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
     const A inv_sum = A(1) / s.sum;
     switch (a.op) {
       case RowOp::Softmax:
-        map_row<T, G>(r, a, x, p, o, false, lane, [&](int64_t, A xv, A) { return exp_of(xv - s.max) * inv_sum; });
+        for_row<true, T, G>(r, a, x, p, o, false, lane,
+                            [&](int64_t, A xv, A) { return exp_of(xv - s.max) * inv_sum; });
         break;
       case RowOp::LogSoftmax: {
         const A log_sum = log_of(s.sum);  // (x - max) - log(sum): see SoftmaxCpu
-        map_row<T, G>(r, a, x, p, o, false, lane, [&](int64_t, A xv, A) { return (xv - s.max) - log_sum; });
+        for_row<true, T, G>(r, a, x, p, o, false, lane,
+                            [&](int64_t, A xv, A) { return (xv - s.max) - log_sum; });
         break;
       }
       case RowOp::CrossEntropy:
@@ -337,16 +356,16 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
             loss_sum += (double)s.index_loss(ld<T>(x + label * r.step[0], a.aligned));
           } else {
             loss_sum += (double)NAN;
-            g_index_error = 1u;
+            record_bad_label(a.bad_label, label, r.length);
           }
         }
         break;
       case RowOp::CrossEntropyGrad: {
         const int64_t label = probabilities ? 0 : load_label(p, r.label_dtype);
         const bool ok = probabilities || label_ok(label, r.length);
-        if (!ok && lane == 0) g_index_error = 1u;
+        if (!ok && lane == 0) record_bad_label(a.bad_label, label, r.length);
         const A bad = ok ? A(0) : A(NAN);  // NaN marks the row of a bad label
-        map_row<T, G>(r, a, x, p, o, probabilities, lane, [&](int64_t j, A xv, A pv) {
+        for_row<true, T, G>(r, a, x, p, o, probabilities, lane, [&](int64_t j, A xv, A pv) {
           const A target = probabilities ? pv : A(j == label);
           return (exp_of(xv - s.max) * inv_sum - target) * scale + bad;
         });
@@ -433,6 +452,7 @@ void softmax(const Rows& rows, bool log, intptr_t stream) {
 void cross_entropy(const Rows& rows, const ArrayDesc& loss, intptr_t stream) {
   const cudaStream_t s = as_stream(stream);
   RowArgs args = row_args(RowOp::CrossEntropy, rows);
+  if (rows.index_labels) args.bad_label = label_record();
   const int blocks = rows.count ? row_blocks(rows) : 0;
   CudaBackend backend(stream);
   std::unique_ptr<TempBuffer> partials = backend.allocate((int64_t)std::max(blocks, 1) * sizeof(double));
@@ -452,20 +472,18 @@ void cross_entropy_grad(const Rows& rows, const LossScale& grad, intptr_t stream
   if (!rows.count) return;
   RowArgs args = row_args(RowOp::CrossEntropyGrad, rows);
   args.scale = grad;
+  if (rows.index_labels) args.bad_label = label_record();
   dispatch_float(rows.dtype, [&](auto t) { launch_rows<decltype(t)::value>(rows, args, as_stream(stream)); });
 }
 
-bool take_index_error(int device) {
-  if (device < 0) GF_CUDA_CHECK(cudaGetDevice(&device));
-  DeviceGuard guard(device);
-  GF_CUDA_CHECK(cudaDeviceSynchronize());  // the check's whole point: wait for the kernels
-  unsigned int flag = 0;
-  GF_CUDA_CHECK(cudaMemcpyFromSymbol(&flag, g_index_error, sizeof(flag)));
-  if (flag) {
-    const unsigned int zero = 0;
-    GF_CUDA_CHECK(cudaMemcpyToSymbol(g_index_error, &zero, sizeof(zero)));
-  }
-  return flag != 0;
+LabelError take_label_error() {
+  volatile LabelRecord* record = label_record();
+  LabelError e;
+  if (!record->found) return e;
+  e = {true, record->label, record->classes};
+  record->found = 0;
+  record->claimed = 0;
+  return e;
 }
 
 }  // namespace gpufilt::cuda
