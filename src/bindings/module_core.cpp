@@ -3,6 +3,7 @@
 
 #include "bindings/common.hpp"
 #include "bindings/ops_array.hpp"
+#include "bindings/ops_nn.hpp"
 #include "bindings/export.hpp"
 #include "core/cpu_backend.hpp"
 
@@ -42,6 +43,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = GPUFILT_VERSION;
   register_kernels<CpuPolicy>(m);
   register_array_ops<CpuPolicy>(m);
+  register_nn_ops<CpuPolicy>(m);
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
 }
