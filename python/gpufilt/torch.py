@@ -1,0 +1,259 @@
+"""PyTorch autograd for gpufilt's filters and neural-network ops.
+
+``torch.autograd.Function``s, and plain functions that apply them, for
+
+- the filters ``correlate1d``, ``convolve1d``, ``gaussian_filter1d``,
+  ``gaussian_filter``, ``uniform_filter1d`` and ``uniform_filter``, with
+  scipy.ndimage's signatures (``output`` must stay None: autograd needs a new
+  tensor) and exact gradients for every boundary mode;
+- ``relu``, ``sigmoid``, ``softmax``, ``log_softmax`` and
+  ``softmax_cross_entropy``, on gpufilt.ops' kernels.
+
+Forward results are those of gpufilt.ndimage / gpufilt.ops (the same
+kernels, on the same stream: torch's current one). Tensors stay on their
+device; nothing goes through the host except a ``weights`` tensor of
+``correlate1d`` (its taps are kernel arguments, passed by value).
+
+Gradients of the filters are the adjoint of the forward map, boundary
+extension included. A 1-D pass computes y[i] = sum_k w[k] x[b(i + k - c)],
+with b the mode's border index (src/core/border.hpp; -1 reads cval) and c
+the filter's centre, so dL/dx[j] = sum of w[k] g[i] over the (i, k) whose
+b(i + k - c) is j. The backward pass correlates the zero-padded gradient with
+the reversed taps over every extended position p (gpufilt's own kernels,
+mode 'constant') and folds each p back onto b(p) with ``index_add_`` (on
+CUDA, index_add_ accumulates with atomics: the summation order of folded
+positions, hence the last bits, may vary from run to run unless
+``torch.use_deterministic_algorithms(True)``). Multi-axis filters apply the
+1-D adjoints in reverse order. The output's affine dependence on ``cval`` has
+no gradient (cval is a Python number).
+
+Double backward is not supported: the backward passes are marked
+``once_differentiable`` and differentiating them raises torch's error.
+
+torch is an optional dependency, imported only by this module.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import _args, ndimage
+from ._dispatch import Operand
+
+__all__ = [
+    "correlate1d", "convolve1d", "gaussian_filter1d", "gaussian_filter",
+    "uniform_filter1d", "uniform_filter",
+    "SeparableFilter",
+]
+
+_NEAREST, _WRAP, _REFLECT, _MIRROR, _CONSTANT = (
+    _args.MODES[m] for m in ("nearest", "wrap", "reflect", "mirror", "constant"))
+
+
+# ------------------------------------------------------- boundary extension
+
+def border_index(i, n: int, mode: int):
+    """src/core/border.hpp's border_index on an int64 tensor of positions:
+    the index in [0, n) each position reads, or -1 (cval) for 'constant'.
+    Extensions longer than the axis repeat the pattern, as in the kernels."""
+    if mode == _NEAREST:
+        return i.clamp(0, n - 1)
+    if mode == _WRAP:
+        return torch.remainder(i, n)  # floor modulo, as floor_mod
+    if mode == _REFLECT:  # d c b a | a b c d | d c b a
+        r = torch.remainder(i, 2 * n)
+        return torch.where(r < n, r, 2 * n - 1 - r)
+    if mode == _MIRROR:  # d c b | a b c d | c b a
+        if n == 1:
+            return torch.zeros_like(i)
+        r = torch.remainder(i, 2 * n - 2)
+        return torch.where(r < n, r, 2 * n - 2 - r)
+    return torch.where((i >= 0) & (i < n), i, -1)
+
+
+def _extended_positions(n, taps, centre, device):
+    """The positions a pass reads, -centre .. n - 1 + taps - 1 - centre."""
+    return torch.arange(n + taps - 1, device=device) - centre
+
+
+def _fold(z, axis, n, centre, mode):
+    """Adds each extended position of `z` (along `axis`) into the element it
+    reads: the adjoint of the boundary extension."""
+    if mode == _CONSTANT:  # outside positions read cval: they carry no gradient
+        return z.narrow(axis, centre, n)
+    index = border_index(_extended_positions(n, z.shape[axis] - n + 1, centre, z.device), n, mode)
+    shape = list(z.shape)
+    shape[axis] = n
+    return z.new_zeros(shape).index_add_(axis, index, z)
+
+
+def _extend(x, axis, taps, centre, mode, cval):
+    """x read at every extended position of a pass (cval outside for 'constant')."""
+    n = x.shape[axis]
+    index = border_index(_extended_positions(n, taps, centre, x.device), n, mode)
+    extended = x.index_select(axis, index.clamp(min=0))
+    if mode != _CONSTANT:
+        return extended
+    inside = (index >= 0).reshape([-1 if ax == axis else 1 for ax in range(x.ndim)])
+    return torch.where(inside, extended, torch.tensor(cval, dtype=x.dtype, device=x.device))
+
+
+# ------------------------------------------------------------- 1-D passes
+# A pass is ndimage's tuple (axis, kind, weights, size, origin, mode code),
+# kind 'correlate' (weights: the correlation taps) or 'uniform' (a box of size).
+
+def _taps(p):
+    axis, kind, weights, size, origin, mode = p
+    return len(weights) if kind == "correlate" else size
+
+
+def _centre(p):
+    return _taps(p) // 2 + p[4]
+
+
+def _run_passes(x, passes, cval=0.0):
+    """The passes on tensor x (no grad) with gpufilt.ndimage's kernels."""
+    src = Operand(x.detach(), "input")
+    return ndimage._separable(src, passes, None, cval, src.dtype.kind == "c")
+
+
+def _adjoint_pass(g, p):
+    """dL/dx of one pass from g = dL/dy: the padded gradient correlated with
+    the reversed taps in mode 'constant' (cval 0), then folded back."""
+    axis, kind, weights, size, origin, mode = p
+    taps, n = _taps(p), g.shape[axis]
+    if taps > 1:
+        pad = list(g.shape)
+        pad[axis] = taps - 1
+        g = torch.cat([g, g.new_zeros(pad)], axis)
+    # Centre taps - 1: output position q sums g[q - k] w[k], i.e. the extended
+    # position q - centre of the forward pass.
+    reversed_weights = list(weights)[::-1] if kind == "correlate" else weights
+    adjoint = (axis, kind, reversed_weights, size, (taps - 1) - taps // 2, _CONSTANT)
+    z = _run_passes(g, [adjoint])
+    return _fold(z, axis, n, _centre(p), mode)
+
+
+def _weights_grad(x, g, p, cval):
+    """dL/dw[k] = sum_i g[i] x_ext[i + k] over every line, for a 'correlate' pass."""
+    axis, taps = p[0], _taps(p)
+    n = x.shape[axis]
+    x_ext = _extend(x, axis, taps, _centre(p), p[5], cval)
+    if x_ext.is_complex():  # real taps of a complex map: Re(g conj(x)), as torch's mul
+        x_ext = x_ext.conj()
+    sums = [(g * x_ext.narrow(axis, k, n)).sum() for k in range(taps)]
+    dw = torch.stack(sums)
+    return dw.real if dw.is_complex() else dw
+
+
+class SeparableFilter(torch.autograd.Function):
+    """A chain of gpufilt's 1-D passes (ndimage's pass tuples) on `input`.
+
+    ``SeparableFilter.apply(input, weights, passes, cval)``: `weights` is
+    None, or the tensor whose values are the taps of the single
+    'correlate' pass (it then gets a gradient too)."""
+
+    @staticmethod
+    def forward(ctx, input, weights, passes, cval):
+        ctx.passes, ctx.cval = passes, cval
+        if ctx.needs_input_grad[1]:
+            ctx.save_for_backward(input)
+        return _run_passes(input, passes, cval)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        grad_input = grad_weights = None
+        if ctx.needs_input_grad[0]:
+            grad_input = grad
+            for p in reversed(ctx.passes):
+                grad_input = _adjoint_pass(grad_input, p)
+        if ctx.needs_input_grad[1]:
+            (input,) = ctx.saved_tensors
+            grad_weights = _weights_grad(input, grad, ctx.passes[0], ctx.cval)
+        return grad_input, grad_weights, None, None
+
+
+# ---------------------------------------------------------------- filters
+
+def _check_call(input, output, cval):
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"input must be a torch.Tensor, not {type(input).__name__}; "
+                        "gpufilt.ndimage takes any other array")
+    if output is not None:
+        raise ValueError("output= is not supported by gpufilt.torch: autograd needs a new tensor "
+                         "(use gpufilt.ndimage to write into an existing one)")
+    if isinstance(cval, torch.Tensor):
+        raise TypeError("cval must be a Python number (it gets no gradient), not a tensor")
+    return _args.check_cval(cval, Operand(input.detach()).dtype)
+
+
+def _filter(input, passes, cval, weights=None):
+    return SeparableFilter.apply(input, weights, passes, cval)
+
+
+def _weights_taps(weights):
+    """(host taps for the kernel, the tensor to differentiate or None)."""
+    if isinstance(weights, torch.Tensor):
+        if weights.is_complex():
+            raise TypeError("complex weights are not supported by gpufilt.torch")
+        # The kernels take taps by value: a CUDA weights tensor is read back here.
+        taps = ndimage._as_weights(weights.detach().cpu().numpy(), ndim=1)
+        return taps, (weights if weights.requires_grad else None)
+    taps = ndimage._as_weights(weights, ndim=1)
+    if taps.dtype.kind == "c":
+        raise TypeError("complex weights are not supported by gpufilt.torch")
+    return taps, None
+
+
+def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.correlate1d, differentiable in `input` and in `weights`
+    (when it is a tensor that requires grad)."""
+    cval = _check_call(input, output, cval)
+    taps, tensor = _weights_taps(weights)
+    axis = _args.check_axis(axis, input.ndim)
+    origin = _args.check_origin(origin, len(taps))
+    return _filter(input, [ndimage._correlate_pass(axis, taps.tolist(), origin, mode)], cval,
+                   tensor)
+
+
+def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.convolve1d, differentiable in `input` and in `weights`."""
+    if isinstance(weights, torch.Tensor):
+        flipped = weights.flip(0) if weights.ndim == 1 else weights  # bad shapes: correlate1d says
+    else:
+        flipped = ndimage._as_weights(weights, ndim=1)[::-1]
+    origin = -_args.check_origin(origin, len(flipped)) - (1 - len(flipped) % 2)
+    return correlate1d(input, flipped, axis, output, mode, cval, origin)
+
+
+def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
+                      truncate=4.0, *, radius=None):
+    """scipy.ndimage.gaussian_filter1d, differentiable in `input`."""
+    cval = _check_call(input, output, cval)
+    axis = _args.check_axis(axis, input.ndim)
+    return _filter(input, [ndimage._gaussian_pass(axis, sigma, order, mode, truncate, radius)],
+                   cval)
+
+
+def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
+                    *, radius=None, axes=None):
+    """scipy.ndimage.gaussian_filter, differentiable in `input`."""
+    cval = _check_call(input, output, cval)
+    passes = ndimage._gaussian_passes(input.ndim, sigma, order, mode, truncate, radius, axes)
+    return _filter(input, passes, cval)
+
+
+def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.uniform_filter1d, differentiable in `input`."""
+    cval = _check_call(input, output, cval)
+    axis = _args.check_axis(axis, input.ndim)
+    return _filter(input, [ndimage._uniform_pass(axis, size, origin, mode)], cval)
+
+
+def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
+    """scipy.ndimage.uniform_filter, differentiable in `input`."""
+    cval = _check_call(input, output, cval)
+    passes = ndimage._uniform_passes(input.ndim, size, origin, mode, axes)
+    return _filter(input, passes, cval)
