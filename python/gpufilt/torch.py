@@ -38,13 +38,14 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _args, ndimage
+from . import _args, ndimage, ops
 from ._dispatch import Operand
 
 __all__ = [
     "correlate1d", "convolve1d", "gaussian_filter1d", "gaussian_filter",
     "uniform_filter1d", "uniform_filter",
-    "SeparableFilter",
+    "relu", "sigmoid", "softmax", "log_softmax", "softmax_cross_entropy",
+    "SeparableFilter", "ReLU", "Sigmoid", "Softmax", "LogSoftmax", "SoftmaxCrossEntropy",
 ]
 
 _NEAREST, _WRAP, _REFLECT, _MIRROR, _CONSTANT = (
@@ -96,7 +97,7 @@ def _extend(x, axis, taps, centre, mode, cval):
     if mode != _CONSTANT:
         return extended
     inside = (index >= 0).reshape([-1 if ax == axis else 1 for ax in range(x.ndim)])
-    return torch.where(inside, extended, torch.tensor(cval, dtype=x.dtype, device=x.device))
+    return torch.where(inside, extended, cval)
 
 
 # ------------------------------------------------------------- 1-D passes
@@ -123,6 +124,8 @@ def _adjoint_pass(g, p):
     the reversed taps in mode 'constant' (cval 0), then folded back."""
     axis, kind, weights, size, origin, mode = p
     taps, n = _taps(p), g.shape[axis]
+    if g.numel() == 0:
+        return g
     if taps > 1:
         pad = list(g.shape)
         pad[axis] = taps - 1
@@ -139,6 +142,8 @@ def _weights_grad(x, g, p, cval):
     """dL/dw[k] = sum_i g[i] x_ext[i + k] over every line, for a 'correlate' pass."""
     axis, taps = p[0], _taps(p)
     n = x.shape[axis]
+    if x.numel() == 0:
+        return torch.zeros(taps, dtype=x.real.dtype, device=x.device)
     x_ext = _extend(x, axis, taps, _centre(p), p[5], cval)
     if x_ext.is_complex():  # real taps of a complex map: Re(g conj(x)), as torch's mul
         x_ext = x_ext.conj()
@@ -159,6 +164,7 @@ class SeparableFilter(torch.autograd.Function):
         ctx.passes, ctx.cval = passes, cval
         if ctx.needs_input_grad[1]:
             ctx.save_for_backward(input)
+            ctx.weights_device = weights.device  # input and weights may live apart
         return _run_passes(input, passes, cval)
 
     @staticmethod
@@ -172,15 +178,20 @@ class SeparableFilter(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             (input,) = ctx.saved_tensors
             grad_weights = _weights_grad(input, grad, ctx.passes[0], ctx.cval)
+            grad_weights = grad_weights.to(ctx.weights_device)
         return grad_input, grad_weights, None, None
 
 
 # ---------------------------------------------------------------- filters
 
+def _check_tensor(x, name="input"):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, not {type(x).__name__}; "
+                        "gpufilt.ndimage and gpufilt.ops take any other array")
+
+
 def _check_call(input, output, cval):
-    if not isinstance(input, torch.Tensor):
-        raise TypeError(f"input must be a torch.Tensor, not {type(input).__name__}; "
-                        "gpufilt.ndimage takes any other array")
+    _check_tensor(input)
     if output is not None:
         raise ValueError("output= is not supported by gpufilt.torch: autograd needs a new tensor "
                          "(use gpufilt.ndimage to write into an existing one)")
@@ -257,3 +268,131 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
     cval = _check_call(input, output, cval)
     passes = ndimage._uniform_passes(input.ndim, size, origin, mode, axes)
     return _filter(input, passes, cval)
+
+
+# ------------------------------------------------------ neural-network ops
+# The backward compositions of softmax and log_softmax are a product, a sum
+# over one axis and a difference: torch's own kernels do them on the same
+# device and stream, with broadcasting, and gpufilt.ops has no fused kernel
+# for them; the heavy passes (forward, relu/sigmoid/cross-entropy gradients)
+# are gpufilt's.
+
+class ReLU(torch.autograd.Function):
+    """max(x, 0) with gpufilt.ops.relu; backward gpufilt.ops.relu_grad."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.relu(x.detach())
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return ops.relu_grad(x.detach(), grad)
+
+
+class Sigmoid(torch.autograd.Function):
+    """1 / (1 + exp(-x)) with gpufilt.ops.sigmoid; backward from the output
+    with gpufilt.ops.sigmoid_grad."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = ops.sigmoid(x.detach())
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return ops.sigmoid_grad(y.detach(), grad)
+
+
+class Softmax(torch.autograd.Function):
+    """softmax along `axis` with gpufilt.ops.softmax;
+    backward y * (g - sum(g * y, axis))."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        y = ops.softmax(x.detach(), axis=axis)
+        ctx.axis = axis
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return y * (grad - (grad * y).sum(ctx.axis, keepdim=True)), None
+
+
+class LogSoftmax(torch.autograd.Function):
+    """log_softmax along `axis` with gpufilt.ops.log_softmax;
+    backward g - exp(y) * sum(g, axis)."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        y = ops.log_softmax(x.detach(), axis=axis)
+        ctx.axis = axis
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad - y.exp() * grad.sum(ctx.axis, keepdim=True), None
+
+
+class SoftmaxCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of softmax(logits) against labels (class indices
+    or one-hot rows) with gpufilt.ops' fused kernels; differentiable in the
+    logits only."""
+
+    @staticmethod
+    def forward(ctx, logits, labels):
+        ctx.save_for_backward(logits, labels)
+        return ops.softmax_cross_entropy(logits.detach(), labels.detach())
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        logits, labels = ctx.saved_tensors
+        return ops.softmax_cross_entropy_grad(logits.detach(), labels.detach(), grad=grad), None
+
+
+def relu(input):
+    """gpufilt.ops.relu, differentiable."""
+    _check_tensor(input)
+    return ReLU.apply(input)
+
+
+def sigmoid(input):
+    """gpufilt.ops.sigmoid, differentiable."""
+    _check_tensor(input)
+    return Sigmoid.apply(input)
+
+
+def softmax(input, axis=-1):
+    """gpufilt.ops.softmax along `axis`, differentiable."""
+    _check_tensor(input)
+    return Softmax.apply(input, _args.check_axis(axis, input.ndim))
+
+
+def log_softmax(input, axis=-1):
+    """gpufilt.ops.log_softmax along `axis`, differentiable."""
+    _check_tensor(input)
+    return LogSoftmax.apply(input, _args.check_axis(axis, input.ndim))
+
+
+def softmax_cross_entropy(logits, labels):
+    """gpufilt.ops.softmax_cross_entropy (mean loss, a 0-d tensor),
+    differentiable in `logits`; `labels` (class indices or one-hot rows)
+    get no gradient."""
+    _check_tensor(logits, "logits")
+    _check_tensor(labels, "labels")
+    if labels.requires_grad and torch.is_grad_enabled():
+        raise ValueError("labels require grad, but softmax_cross_entropy is differentiable in the "
+                         "logits only: pass labels.detach()")
+    return SoftmaxCrossEntropy.apply(logits, labels)
