@@ -7,4 +7,8 @@ array of the caller's own library on the caller's device.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from . import _ops_nn
+from ._ops_nn import (check_index_errors, log_softmax, relu, relu_grad, sigmoid, sigmoid_grad,
+                      softmax, softmax_cross_entropy, softmax_cross_entropy_grad)
+
+__all__: list[str] = [*_ops_nn.__all__]

@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/common.hpp"
+#include "bindings/ops_nn.hpp"
 #include "bindings/export.hpp"
 #include "core/cpu_backend.hpp"
 
@@ -40,6 +41,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "gpufilt CPU kernels and array import";
   m.attr("__version__") = GPUFILT_VERSION;
   register_kernels<CpuPolicy>(m);
+  register_nn_ops<CpuPolicy>(m);
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
 }

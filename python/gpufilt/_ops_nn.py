@@ -1,0 +1,230 @@
+"""Neural-network kernels of gpufilt.ops: activations, softmax, cross-entropy.
+
+Every function runs where its arrays live (CPU or one CUDA device, on the
+stream ``_dispatch.resolve_stream`` picks), writes into ``out=`` when given
+and returns that very object, and otherwise returns a new array of the
+caller's library. ``x`` and ``out`` may be the same array (in place).
+
+Dtypes: float16, float32, float64 (and bfloat16 torch tensors). Integer and
+bool inputs raise TypeError, as torch's softmax does, rather than being
+upcast as numpy would: a deep-learning runtime keeps its dtypes explicit.
+16-bit data is computed in float32, float32 in float32, float64 in double.
+
+Labels of ``softmax_cross_entropy`` are integer class indices (any integer
+dtype, logits' shape without the class axis) or probabilities (one-hot or
+soft, logits' shape and dtype). The class axis is ``axis`` (default -1, the
+(N, C) layout; pass ``axis=1`` for torch's (N, C, d1, ...) layout); the loss
+is the mean over every other index, as torch's ``reduction='mean'``.
+
+Out-of-range index labels raise IndexError on the CPU. A CUDA kernel cannot
+raise without the host waiting for it, which would break streams and CUDA
+graphs; there the loss becomes NaN (and the gradient rows of the bad labels
+NaN), and a sticky per-device flag is set that ``check_index_errors()``
+turns into IndexError when the caller chooses to wait.
+"""
+from __future__ import annotations
+
+import copy
+
+from . import _dispatch
+from ._args import check_axis
+from ._dispatch import Operand, allocate_like, hand_back
+
+__all__ = ["relu", "relu_grad", "sigmoid", "sigmoid_grad", "softmax", "log_softmax",
+           "softmax_cross_entropy", "softmax_cross_entropy_grad", "check_index_errors"]
+
+_FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
+
+
+# ------------------------------------------------------------------ checks
+
+def _float_operand(x, name, op):
+    src = Operand(x, name)
+    if src.dtype.name not in _FLOAT_DTYPES:
+        raise TypeError(f"{op}: {name} has dtype {src.dtype}; it takes float16, float32, float64 "
+                        "(or bfloat16) arrays; cast integer or bool arrays to a float dtype first")
+    return src
+
+
+def _like(src, other, name, ref, op):
+    """`other` (an Operand called `name`) has src's shape and dtype."""
+    if other.shape != src.shape:
+        raise ValueError(f"{op}: {name} has shape {other.shape} but {ref} has shape {src.shape}")
+    if other.dtype != src.dtype:
+        raise TypeError(f"{op}: {name} has dtype {other.dtype} but {ref} has dtype {src.dtype}")
+
+
+def _out(out, src, shape, op):
+    """(kernel array, caller's array or None): a new array of `shape` and
+    src's dtype by src's library, or `out` checked to match."""
+    if out is None:
+        shaped = copy.copy(src)
+        shaped.shape = tuple(shape)
+        return allocate_like(shaped, src.dtype), None
+    dst = Operand(out, "out")
+    if dst.shape != tuple(shape):
+        raise ValueError(f"{op}: out has shape {dst.shape} but the result has shape {tuple(shape)}")
+    if dst.dtype != src.dtype:
+        raise TypeError(f"{op}: out has dtype {dst.dtype} but the result has dtype {src.dtype}")
+    return dst.obj, out
+
+
+def _axis(axis, ndim):
+    if ndim == 0:  # torch accepts dim 0 and -1 for 0-d tensors
+        return check_axis(axis, 1)
+    return check_axis(axis, ndim)
+
+
+def _finish(out, result, src):
+    return hand_back(out, src) if result is None else result
+
+
+# --------------------------------------------------------------- pointwise
+
+def _pointwise(op, x, grad, out, stream, x_name="x"):
+    src = _float_operand(x, x_name, op)
+    g = None
+    if grad is not None:
+        g = Operand(grad, "grad")
+        _like(src, g, "grad", x_name, op)
+    module, stream = _dispatch._backend(src, stream)
+    dst, result = _out(out, src, src.shape, op)
+    module.nn_pointwise(op, src.obj, None if g is None else g.obj, dst, stream)
+    return _finish(dst, result, src)
+
+
+def relu(x, out=None, *, stream=None):
+    """max(x, 0) elementwise (NaN stays NaN, as torch.relu)."""
+    return _pointwise("relu", x, None, out, stream)
+
+
+def relu_grad(x, grad, out=None, *, stream=None):
+    """Gradient of relu: ``grad`` where ``x > 0``, else 0 (torch's threshold_backward)."""
+    return _pointwise("relu_grad", x, grad, out, stream)
+
+
+def sigmoid(x, out=None, *, stream=None):
+    """1 / (1 + exp(-x)) elementwise, without overflow for large |x|."""
+    return _pointwise("sigmoid", x, None, out, stream)
+
+
+def sigmoid_grad(y, grad, out=None, *, stream=None):
+    """Gradient of sigmoid from its output ``y``: ``grad * (1 - y) * y``
+    (torch's sigmoid_backward)."""
+    return _pointwise("sigmoid_grad", y, grad, out, stream, x_name="y")
+
+
+# ----------------------------------------------------------------- softmax
+
+def _softmax(x, axis, out, stream, log):
+    op = "log_softmax" if log else "softmax"
+    src = _float_operand(x, "x", op)
+    axis = _axis(axis, src.ndim)
+    module, stream = _dispatch._backend(src, stream)
+    dst, result = _out(out, src, src.shape, op)
+    module.softmax(src.obj, dst, axis, log, stream)
+    return _finish(dst, result, src)
+
+
+def softmax(x, axis=-1, out=None, *, stream=None):
+    """exp(x) / sum(exp(x)) along ``axis``, stable for any magnitude
+    (online max and rescaled sum, then one write pass)."""
+    return _softmax(x, axis, out, stream, log=False)
+
+
+def log_softmax(x, axis=-1, out=None, *, stream=None):
+    """(x - max) - log(sum(exp(x - max))) along ``axis``."""
+    return _softmax(x, axis, out, stream, log=True)
+
+
+# ----------------------------------------------------------- cross-entropy
+
+def _cross_entropy_args(logits, labels, axis, op):
+    """(logits Operand, labels Operand, class axis) after checking labels."""
+    src = _float_operand(logits, "logits", op)
+    if src.ndim == 0:
+        raise ValueError(f"{op}: logits must have a class axis; got a 0-d array")
+    axis = check_axis(axis, src.ndim)
+    lab = Operand(labels, "labels")
+    if lab.dtype.kind in "iu":
+        expected = src.shape[:axis] + src.shape[axis + 1:]
+        if lab.shape != expected:
+            raise ValueError(f"{op}: index labels must have logits' shape without the class axis "
+                             f"{axis}, {expected}; got labels of shape {lab.shape} for logits of "
+                             f"shape {src.shape}")
+    elif lab.dtype.kind == "f" or lab.dtype.name == "bfloat16":
+        if lab.shape != src.shape:
+            raise ValueError(f"{op}: probability labels must have logits' shape {src.shape}; "
+                             f"got labels of shape {lab.shape}")
+        if lab.dtype != src.dtype:
+            raise TypeError(f"{op}: probability labels have dtype {lab.dtype} but logits have "
+                            f"dtype {src.dtype}; they must match")
+    else:
+        raise TypeError(f"{op}: labels have dtype {lab.dtype}; pass integer class indices or "
+                        "float probabilities")
+    if src.shape[axis] == 0:
+        raise ValueError(f"{op}: logits have no classes (axis {axis} has length 0)")
+    return src, lab, axis
+
+
+def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
+    """Mean cross-entropy loss of softmax(logits) against ``labels``, a 0-d
+    array of logits' dtype and library (``out=``: a 0-d array).
+
+    ``labels``: integer class indices (logits' shape without ``axis``) or
+    probabilities (logits' shape and dtype). One pass over each row (online
+    max and sum), stable for logits of any magnitude. Out-of-range indices:
+    IndexError on the CPU; NaN loss and ``check_index_errors()`` on CUDA.
+    """
+    op = "softmax_cross_entropy"
+    src, lab, axis = _cross_entropy_args(logits, labels, axis, op)
+    module, stream = _dispatch._backend(src, stream)
+    dst, result = _out(out, src, (), op)
+    module.softmax_cross_entropy(src.obj, lab.obj, axis, dst, stream)
+    return _finish(dst, result, src)
+
+
+def softmax_cross_entropy_grad(logits, labels, grad=None, out=None, *, axis=-1, stream=None):
+    """Gradient of ``softmax_cross_entropy`` with respect to logits:
+    ``(softmax(logits) - onehot(labels)) * grad / rows``, rows the number of
+    loss terms (N for (N, C) logits).
+
+    ``grad`` is the upstream gradient of the loss: None (1), a number, or a
+    0-d float array on logits' device (read by the kernel; the host never
+    waits for it). Fused: one pass for each row's max and sum, one writing
+    the gradient; the softmax is never stored.
+    """
+    op = "softmax_cross_entropy_grad"
+    src, lab, axis = _cross_entropy_args(logits, labels, axis, op)
+    scale = grad
+    if grad is not None and not isinstance(grad, (int, float)):
+        g = Operand(grad, "grad")
+        if g.shape != ():
+            raise ValueError(f"{op}: grad must be a number or a 0-d array; got shape {g.shape}")
+        if g.dtype.kind != "f" and g.dtype.name != "bfloat16":
+            raise TypeError(f"{op}: grad has dtype {g.dtype}; a float dtype is needed")
+        scale = g.obj
+    module, stream = _dispatch._backend(src, stream)
+    dst, result = _out(out, src, src.shape, op)
+    module.softmax_cross_entropy_grad(src.obj, lab.obj, axis, scale, dst, stream)
+    return _finish(dst, result, src)
+
+
+def check_index_errors(device=None):
+    """Raises IndexError if a gpufilt.ops CUDA kernel met an out-of-range
+    label or index on ``device`` (a CUDA device number; default the current
+    one) since the last check, and clears the flag.
+
+    It waits for the device to finish its queued work: that is why the
+    kernels themselves never raise on the GPU. Call it where a
+    synchronisation is acceptable (after an epoch, in a test). Does nothing
+    where no CUDA device is usable.
+    """
+    module = _dispatch._cuda
+    if module is None or module.unusable_reason():
+        return
+    device = -1 if device is None else int(device)
+    if module.take_index_error(device):
+        where = "the current CUDA device" if device < 0 else f"CUDA device {device}"
+        raise IndexError(f"a gpufilt.ops kernel on {where} met an out-of-range label or index "
+                         "since the last check; its results hold NaN")
