@@ -193,6 +193,15 @@ def labels_for(rng, n, classes, device, one_hot):
     return index
 
 
+def check_cross_entropy_class_axis_1(rng, device):
+    """torch's (N, C, d) layout: classes along axis 1."""
+    logits = tensor(rng, (3, 4, 2), device)
+    labels = torch.tensor(rng.integers(0, 4, (3, 2)), device=device)
+    assert gradcheck(lambda z: gt.softmax_cross_entropy(z, labels, axis=1), (logits,))
+    expected = torch.nn.functional.cross_entropy(logits, labels)
+    assert_matches(host(gt.softmax_cross_entropy(logits, labels, axis=1)), host(expected))
+
+
 def check_cross_entropy(rng, device, one_hot):
     logits = tensor(rng, (6, 5), device) * 10  # large logits: the stable path
     logits = logits.detach().requires_grad_(True)

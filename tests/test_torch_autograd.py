@@ -229,6 +229,11 @@ def test_softmax_cross_entropy(rng, one_hot):
 
 
 @needs_nn
+def test_softmax_cross_entropy_class_axis_1(rng):
+    cases.check_cross_entropy_class_axis_1(rng, DEVICE)
+
+
+@needs_nn
 def test_nn_double_backward_raises(rng):
     x = cases.tensor(rng, (3, 4), DEVICE)
     (grad,) = torch.autograd.grad(gt.softmax(x).pow(2).sum(), x, create_graph=True)

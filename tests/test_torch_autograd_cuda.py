@@ -159,6 +159,11 @@ def test_softmax_cross_entropy(rng, one_hot):
 
 
 @needs_nn
+def test_softmax_cross_entropy_class_axis_1(rng):
+    cases.check_cross_entropy_class_axis_1(rng, DEVICE)
+
+
+@needs_nn
 def test_nn_stay_on_the_device(rng):
     logits = cases.tensor(rng, (8, 10), DEVICE)
     labels = cases.labels_for(rng, 8, 10, DEVICE, one_hot=False)

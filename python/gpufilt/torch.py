@@ -346,20 +346,23 @@ class LogSoftmax(torch.autograd.Function):
 
 
 class SoftmaxCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of softmax(logits) against labels (class indices
-    or one-hot rows) with gpufilt.ops' fused kernels; differentiable in the
-    logits only."""
+    """Mean cross-entropy of softmax(logits) along `axis` against labels
+    (class indices or probabilities) with gpufilt.ops' fused kernels;
+    differentiable in the logits only."""
 
     @staticmethod
-    def forward(ctx, logits, labels):
+    def forward(ctx, logits, labels, axis):
+        ctx.axis = axis
         ctx.save_for_backward(logits, labels)
-        return ops.softmax_cross_entropy(logits.detach(), labels.detach())
+        return ops.softmax_cross_entropy(logits.detach(), labels.detach(), axis)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         logits, labels = ctx.saved_tensors
-        return ops.softmax_cross_entropy_grad(logits.detach(), labels.detach(), grad=grad), None
+        # grad, a 0-d tensor on the device, is read by the kernel: no host wait.
+        return ops.softmax_cross_entropy_grad(logits.detach(), labels.detach(), grad,
+                                              axis=ctx.axis), None, None
 
 
 def relu(input):
@@ -386,13 +389,13 @@ def log_softmax(input, axis=-1):
     return LogSoftmax.apply(input, _args.check_axis(axis, input.ndim))
 
 
-def softmax_cross_entropy(logits, labels):
-    """gpufilt.ops.softmax_cross_entropy (mean loss, a 0-d tensor),
-    differentiable in `logits`; `labels` (class indices or one-hot rows)
-    get no gradient."""
+def softmax_cross_entropy(logits, labels, axis=-1):
+    """gpufilt.ops.softmax_cross_entropy (mean loss, a 0-d tensor; classes
+    along `axis`), differentiable in `logits`; `labels` (class indices or
+    probabilities) get no gradient."""
     _check_tensor(logits, "logits")
     _check_tensor(labels, "labels")
     if labels.requires_grad and torch.is_grad_enabled():
         raise ValueError("labels require grad, but softmax_cross_entropy is differentiable in the "
                          "logits only: pass labels.detach()")
-    return SoftmaxCrossEntropy.apply(logits, labels)
+    return SoftmaxCrossEntropy.apply(logits, labels, axis)
