@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.autograd import gradcheck
+import torch.autograd
 
 from gpufilt import ndimage as gnd
 from gpufilt import torch as gt
 
 from _helpers import assert_matches, random_array, scipy_reference
+
+def gradcheck(f, inputs):
+    """torch's gradcheck; two backward runs may differ in the last bits on
+    CUDA, where index_add_ folds several boundary positions onto one element
+    with atomics (gpufilt.torch's docstring), hence a tolerance for that."""
+    return torch.autograd.gradcheck(f, inputs, nondet_tol=1e-12)
+
 
 # (shape, axis, taps, origin): 1-D to 3-D, taps longer than the axis (the
 # extension wraps around more than once), extreme origins, one-element axes.

@@ -21,9 +21,9 @@ the filter's centre, so dL/dx[j] = sum of w[k] g[i] over the (i, k) whose
 b(i + k - c) is j. The backward pass correlates the zero-padded gradient with
 the reversed taps over every extended position p (gpufilt's own kernels,
 mode 'constant') and folds each p back onto b(p) with ``index_add_`` (on
-CUDA, index_add_ accumulates with atomics: the summation order of folded
-positions, hence the last bits, may vary from run to run unless
-``torch.use_deterministic_algorithms(True)``). Multi-axis filters apply the
+CUDA, index_add_ accumulates with atomics: where two or more outside
+positions fold onto one element the summation order, hence the last bits, may vary
+from run to run unless ``torch.use_deterministic_algorithms(True)``). Multi-axis filters apply the
 1-D adjoints in reverse order. The output's affine dependence on ``cval`` has
 no gradient (cval is a Python number).
 
@@ -73,26 +73,27 @@ def border_index(i, n: int, mode: int):
     return torch.where((i >= 0) & (i < n), i, -1)
 
 
-def _extended_positions(n, taps, centre, device):
-    """The positions a pass reads, -centre .. n - 1 + taps - 1 - centre."""
-    return torch.arange(n + taps - 1, device=device) - centre
-
-
 def _fold(z, axis, n, centre, mode):
-    """Adds each extended position of `z` (along `axis`) into the element it
-    reads: the adjoint of the boundary extension."""
+    """Adds each extended position of `z` (along `axis`; position p at
+    p + centre) into the element it reads: the adjoint of the boundary
+    extension. Inside positions read themselves; only the taps - 1 outside
+    ones go through index_add_ (few indices: few atomics on CUDA)."""
+    inside = z.narrow(axis, centre, n)
     if mode == _CONSTANT:  # outside positions read cval: they carry no gradient
-        return z.narrow(axis, centre, n)
-    index = border_index(_extended_positions(n, z.shape[axis] - n + 1, centre, z.device), n, mode)
-    shape = list(z.shape)
-    shape[axis] = n
-    return z.new_zeros(shape).index_add_(axis, index, z)
+        return inside
+    after = z.shape[axis] - centre - n
+    device = z.device
+    outside = torch.cat([torch.arange(-centre, 0, device=device),
+                         torch.arange(n, n + after, device=device)])
+    edges = torch.cat([z.narrow(axis, 0, centre), z.narrow(axis, centre + n, after)], axis)
+    return inside.clone().index_add_(axis, border_index(outside, n, mode), edges)
 
 
 def _extend(x, axis, taps, centre, mode, cval):
     """x read at every extended position of a pass (cval outside for 'constant')."""
     n = x.shape[axis]
-    index = border_index(_extended_positions(n, taps, centre, x.device), n, mode)
+    positions = torch.arange(-centre, n + taps - 1 - centre, device=x.device)
+    index = border_index(positions, n, mode)
     extended = x.index_select(axis, index.clamp(min=0))
     if mode != _CONSTANT:
         return extended
