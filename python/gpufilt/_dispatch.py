@@ -66,6 +66,49 @@ def _library(obj):
     return "buffer"
 
 
+class NamedDType:
+    """A dtype numpy lacks (bfloat16 without ml_dtypes), known by its name.
+    Has the attributes gpufilt reads of a numpy dtype: name, kind, itemsize."""
+
+    __slots__ = ("name", "kind", "itemsize")
+
+    def __init__(self, name, kind, itemsize):
+        self.name, self.kind, self.itemsize = name, kind, itemsize
+
+    def __eq__(self, other):
+        return getattr(other, "name", other) == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f"dtype('{self.name}')"
+
+    def __str__(self):
+        return self.name
+
+
+def _bfloat16():
+    """numpy's bfloat16 dtype where ml_dtypes provides one (jax does), else a
+    NamedDType. Either way it compares equal to "bfloat16"."""
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return NamedDType("bfloat16", "f", 2)
+
+
+BFLOAT16 = _bfloat16()
+
+
+def is_bfloat16(dtype):
+    return getattr(dtype, "name", None) == "bfloat16"
+
+
+def dtype_kind(dtype):
+    """numpy's kind letter, 'f' for bfloat16 too (ml_dtypes says 'V')."""
+    return "f" if is_bfloat16(dtype) else dtype.kind
+
+
 _TORCH_DTYPES = {}
 
 
@@ -73,24 +116,29 @@ def _torch_dtype(dtype):
     import torch
     if not _TORCH_DTYPES:
         for name in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-                     "uint64", "float16", "float32", "float64", "complex64", "complex128"):
+                     "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16"):
             if hasattr(torch, name):
-                _TORCH_DTYPES[np.dtype(name)] = getattr(torch, name)
+                _TORCH_DTYPES[name] = getattr(torch, name)
+    name = dtype.name if is_bfloat16(dtype) else np.dtype(dtype).name
     try:
-        return _TORCH_DTYPES[np.dtype(dtype)]
+        return _TORCH_DTYPES[name]
     except KeyError:
-        raise TypeError(f"torch has no dtype matching {np.dtype(dtype)}") from None
+        raise TypeError(f"torch has no dtype matching {name}") from None
 
 
 def _numpy_dtype(dtype):
-    """numpy dtype of a numpy, cupy, jax or torch dtype."""
+    """numpy dtype of a numpy, cupy, jax or torch dtype (BFLOAT16 for bfloat16)."""
     if type(dtype).__module__ == "torch":
         name = str(dtype).rsplit(".", 1)[-1]
+        if name == "bfloat16":
+            return BFLOAT16
         try:
             return np.dtype(name)
         except TypeError:
             raise TypeError(f"input has unsupported dtype {dtype}; gpufilt accepts bool, integer, "
-                            "float16/32/64 and complex64/128 tensors") from None
+                            "float16/32/64, bfloat16 and complex64/128 tensors") from None
+    if is_bfloat16(dtype):
+        return BFLOAT16
     return np.dtype(dtype)
 
 
@@ -114,7 +162,7 @@ class Operand:
             self.device, self.device_id = _device_of(obj, self.library)
         else:
             seen = describe(obj) if not hasattr(obj, "__cuda_array_interface__") else _cai_view(obj)
-            self.shape, self.dtype = seen["shape"], np.dtype(seen["dtype"])
+            self.shape, self.dtype = seen["shape"], _numpy_dtype(seen["dtype"])
             self.device, self.device_id = seen["device"], seen["device_id"]
 
     @property
@@ -180,19 +228,23 @@ def _device_of(obj, library):
 
 # -------------------------------------------------------------------- output
 
-def allocate_like(src: Operand, dtype):
-    """An uninitialised array of src's shape and `dtype`, by src's own library
-    on src's device (cupy for CUDA arrays of other producers, numpy for plain
-    buffers and for jax, whose arrays are immutable)."""
-    dtype = np.dtype(dtype)
+def allocate_like(src: Operand, dtype, shape=None):
+    """An uninitialised array of `shape` (default src's) and `dtype`, by src's
+    own library on src's device (cupy for CUDA arrays of other producers,
+    numpy for plain buffers and for jax, whose arrays are immutable)."""
+    shape = src.shape if shape is None else tuple(shape)
     if src.library == "torch":
         import torch
-        return torch.empty(src.shape, dtype=_torch_dtype(dtype), device=src.obj.device)
+        return torch.empty(shape, dtype=_torch_dtype(dtype), device=src.obj.device)
+    if isinstance(dtype, NamedDType):
+        raise TypeError(f"{src.library} has no {dtype.name} arrays here (numpy needs ml_dtypes for "
+                        "bfloat16); pass out= an array, or use torch tensors")
+    dtype = np.dtype(dtype)
     if src.device == "cuda":
         cupy = _import_cupy(src)
         with cupy.cuda.Device(src.device_id if src.device_id >= 0 else cupy.cuda.Device().id):
-            return cupy.empty(src.shape, dtype=dtype)
-    return np.empty(src.shape, dtype=dtype)
+            return cupy.empty(shape, dtype=dtype)
+    return np.empty(shape, dtype=dtype)
 
 
 def _import_cupy(src):

@@ -24,11 +24,9 @@ turns into IndexError when the caller chooses to wait.
 """
 from __future__ import annotations
 
-import copy
-
 from . import _dispatch
 from ._args import check_axis
-from ._dispatch import Operand, allocate_like, hand_back
+from ._dispatch import Operand, allocate_like, dtype_kind, hand_back
 
 __all__ = ["relu", "relu_grad", "sigmoid", "sigmoid_grad", "softmax", "log_softmax",
            "softmax_cross_entropy", "softmax_cross_entropy_grad", "check_index_errors"]
@@ -58,9 +56,7 @@ def _out(out, src, shape, op):
     """(kernel array, caller's array or None): a new array of `shape` and
     src's dtype by src's library, or `out` checked to match."""
     if out is None:
-        shaped = copy.copy(src)
-        shaped.shape = tuple(shape)
-        return allocate_like(shaped, src.dtype), None
+        return allocate_like(src, src.dtype, shape), None
     dst = Operand(out, "out")
     if dst.shape != tuple(shape):
         raise ValueError(f"{op}: out has shape {dst.shape} but the result has shape {tuple(shape)}")
@@ -152,7 +148,7 @@ def _cross_entropy_args(logits, labels, axis, op):
             raise ValueError(f"{op}: index labels must have logits' shape without the class axis "
                              f"{axis}, {expected}; got labels of shape {lab.shape} for logits of "
                              f"shape {src.shape}")
-    elif lab.dtype.kind == "f" or lab.dtype.name == "bfloat16":
+    elif dtype_kind(lab.dtype) == "f":
         if lab.shape != src.shape:
             raise ValueError(f"{op}: probability labels must have logits' shape {src.shape}; "
                              f"got labels of shape {lab.shape}")
@@ -201,7 +197,7 @@ def softmax_cross_entropy_grad(logits, labels, grad=None, out=None, *, axis=-1, 
         g = Operand(grad, "grad")
         if g.shape != ():
             raise ValueError(f"{op}: grad must be a number or a 0-d array; got shape {g.shape}")
-        if g.dtype.kind != "f" and g.dtype.name != "bfloat16":
+        if dtype_kind(g.dtype) != "f":
             raise TypeError(f"{op}: grad has dtype {g.dtype}; a float dtype is needed")
         scale = g.obj
     module, stream = _dispatch._backend(src, stream)

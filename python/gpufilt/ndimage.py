@@ -12,7 +12,7 @@ import numpy as np
 import warnings
 
 from . import _args, _dispatch
-from ._dispatch import Operand, _is_dtype_like, output_dtype_of, run_footprint, run_separable
+from ._dispatch import Operand, _is_dtype_like, is_bfloat16, run_footprint, run_separable
 
 __all__ = [
     "correlate1d", "convolve1d", "correlate", "convolve",
@@ -26,10 +26,31 @@ __all__ = [
 
 # ------------------------------------------------------------------ helpers
 
+def _refuse_bfloat16(dtype, name):
+    if is_bfloat16(dtype):
+        raise TypeError(f"{name} has dtype bfloat16, which scipy.ndimage filters do not take; "
+                        "cast to float32 first (gpufilt.ops takes bfloat16)")
+
+
+def _filter_input(input):
+    """The input of a filter as an Operand; bfloat16 refused with a clear error."""
+    src = Operand(input)
+    _refuse_bfloat16(src.dtype, "input")
+    return src
+
+
+def output_dtype_of(output):
+    """_dispatch.output_dtype_of, refusing bfloat16 outputs."""
+    dtype = _dispatch.output_dtype_of(output)
+    _refuse_bfloat16(dtype, "output")
+    return dtype
+
+
 def _run(kernel, src, work, output, cval, complex_output, stream):
     """Runs `kernel` (run_separable or run_footprint) with scipy's output
     rules: dtype requests, complex promotion, cval checks."""
     _args.check_cval(cval, src.dtype)
+    output_dtype_of(output)  # refuses bfloat16 outputs before any work
     if output is not None and _is_dtype_like(output):
         output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
     default = _args.result_dtype(None, src.dtype, complex_output)
@@ -137,7 +158,7 @@ def _gaussian_pass(axis, sigma, order, mode, truncate, radius):
 def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
                 *, stream=None):
     """Calculate a 1-D correlation along the given axis (scipy.ndimage.correlate1d)."""
-    src = Operand(input)
+    src = _filter_input(input)
     w = _as_weights(weights, ndim=1)
     axis = _args.check_axis(axis, src.ndim)
     origin = _args.check_origin(origin, len(w))
@@ -160,7 +181,7 @@ def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, o
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
                       truncate=4.0, *, radius=None, stream=None):
     """1-D Gaussian filter (scipy.ndimage.gaussian_filter1d)."""
-    src = Operand(input)
+    src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     passes = [_gaussian_pass(axis, sigma, order, mode, truncate, radius)]
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
@@ -169,7 +190,7 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
 def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
                     *, radius=None, axes=None, stream=None):
     """Multidimensional Gaussian filter (scipy.ndimage.gaussian_filter)."""
-    src = Operand(input)
+    src = _filter_input(input)
     passes = _gaussian_passes(src.ndim, sigma, order, mode, truncate, radius, axes)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
@@ -196,7 +217,7 @@ def _uniform_pass(axis, size, origin, mode):
 def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
                      *, stream=None):
     """1-D uniform (box) filter (scipy.ndimage.uniform_filter1d)."""
-    src = Operand(input)
+    src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     passes = [_uniform_pass(axis, size, origin, mode)]
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
@@ -205,7 +226,7 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
                    stream=None):
     """Multidimensional uniform (box) filter (scipy.ndimage.uniform_filter)."""
-    src = Operand(input)
+    src = _filter_input(input)
     passes = _uniform_passes(src.ndim, size, origin, mode, axes)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
@@ -269,7 +290,7 @@ def _check_origins(shape, origins):
 
 
 def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution, stream):
-    src = Operand(input)
+    src = _filter_input(input)
     w = _as_weights(weights)
     axes = _args.check_axes(axes, src.ndim)
     if w.dtype.kind == "c":
@@ -305,7 +326,7 @@ def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *,
 
 
 def _real_operand(input):
-    src = Operand(input)
+    src = _filter_input(input)
     if src.dtype.kind == "c":
         raise TypeError("complex input is not supported by minimum, maximum, median, rank and "
                         "percentile filters")
@@ -454,7 +475,7 @@ def percentile_filter(input, percentile, size=None, footprint=None, output=None,
 
 def _edge_filter(input, axis, output, mode, cval, smoothing, stream):
     """sobel/prewitt: a central difference along `axis`, `smoothing` across the others."""
-    src = Operand(input)
+    src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     modes = _args.normalize_sequence(mode, src.ndim, "mode")
     passes = [_correlate_pass(axis, [-1.0, 0.0, 1.0], 0, modes[axis])]
@@ -476,7 +497,7 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square):
     """The core of generic_laplace (square=False) and
     generic_gradient_magnitude (square=True): derivative along each axis,
     (squared,) summed in the output dtype, (square-rooted)."""
-    src = Operand(input)
+    src = _filter_input(input)
     axes = _args.check_axes(axes, src.ndim)
     out, result = _dispatch.resolve_output(output, src, src.dtype)
     dtype = output_dtype_of(out)
@@ -551,7 +572,7 @@ def _sigma_per_axis(ndim, axes, sigma):
 
 def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
     """Laplace filter with Gaussian second derivatives (scipy.ndimage.gaussian_laplace)."""
-    ndim = Operand(input).ndim
+    ndim = _filter_input(input).ndim
     sigmas = _sigma_per_axis(ndim, _args.check_axes(axes, ndim), sigma)
 
     def derivative2(x, axis, out, mode, cval):
@@ -564,7 +585,7 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
                                 **kwargs):
     """Gradient magnitude with Gaussian derivatives (scipy.ndimage.gaussian_gradient_magnitude)."""
-    ndim = Operand(input).ndim
+    ndim = _filter_input(input).ndim
 
     def derivative(x, axis, out, mode, cval):
         order = [0] * ndim

@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kAccepted =
     "bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32, float64, "
-    "complex64 and complex128 in native byte order";
+    "complex64, complex128 (native byte order) and bfloat16 (through DLPack)";
 
 std::string arg(const char* name) { return std::string(name); }
 
@@ -106,6 +106,9 @@ DType dtype_from_dlpack(const dlpack::DataType& t, const char* name) {
     case dlpack::kFloat: return dtype_from_kind('f', bytes, name, what);
     case dlpack::kComplex: return dtype_from_kind('c', bytes, name, what);
     case dlpack::kBool: return dtype_from_kind('b', bytes, name, what);
+    case dlpack::kBfloat:
+      if (t.bits == 16) return DType::BFloat16;
+      unsupported_dtype(name, what);
     default: unsupported_dtype(name, what);
   }
 }

@@ -19,7 +19,7 @@ GF_HD void copy_element(void* dst, const void* src, size_t n) {
 #endif
 }
 
-// Storage type of each dtype; float16 is kept as its bits.
+// Storage type of each dtype; float16 and bfloat16 are kept as their bits.
 template <DType T> struct storage;
 template <> struct storage<DType::Bool> { using type = uint8_t; };
 template <> struct storage<DType::Int8> { using type = int8_t; };
@@ -33,6 +33,12 @@ template <> struct storage<DType::UInt64> { using type = uint64_t; };
 template <> struct storage<DType::Float16> { using type = uint16_t; };
 template <> struct storage<DType::Float32> { using type = float; };
 template <> struct storage<DType::Float64> { using type = double; };
+template <> struct storage<DType::BFloat16> { using type = uint16_t; };
+
+// Floating-point dtypes, the half-width ones included.
+constexpr bool is_float_dtype(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
+}
 
 template <DType T>
 GF_HD double load_as_double(const char* p) {
@@ -40,6 +46,7 @@ GF_HD double load_as_double(const char* p) {
   S v;
   copy_element(&v, p, sizeof(S));
   if constexpr (T == DType::Float16) return (double)half_bits_to_float(v);
+  else if constexpr (T == DType::BFloat16) return (double)bfloat16_bits_to_float(v);
   else return (double)v;
 }
 
@@ -50,11 +57,11 @@ GF_HD double load_as_double(const char* p) {
 template <DType T>
 GF_HD void store_from_double(char* p, double v) {
   using S = typename storage<T>::type;
-  constexpr bool via_int64 = T != DType::Float16 && T != DType::Float32 && T != DType::Float64 &&
-                             T != DType::UInt64;
+  constexpr bool via_int64 = !is_float_dtype(T) && T != DType::UInt64;
   if (via_int64 && !(v < 9223372036854775808.0 && v >= -9223372036854775808.0)) v = -9223372036854775808.0;
   S s;
   if constexpr (T == DType::Float16) s = float_to_half_bits((float)v);
+  else if constexpr (T == DType::BFloat16) s = float_to_bfloat16_bits((float)v);
   else if constexpr (T == DType::Float32 || T == DType::Float64) s = (S)v;
   else if constexpr (T == DType::Bool) s = (int64_t)v != 0;
   else if constexpr (T == DType::UInt64)  // x86: wraps below 0, 0 from 2^64 up (and for NaN)
@@ -83,6 +90,14 @@ decltype(auto) dispatch_real_dtype(DType t, Args&&... args) {
     case DType::Float64: return Fn<DType::Float64>::run(static_cast<Args&&>(args)...);
     default: throw std::invalid_argument(std::string("dtype ") + dtype_name(t) + " is not a real dtype");
   }
+}
+
+// dispatch_real_dtype, and bfloat16 too: for the kernels that take it (the
+// array ops), kept apart so that the filters are not compiled for it.
+template <template <DType> class Fn, class... Args>
+decltype(auto) dispatch_real_or_bfloat16(DType t, Args&&... args) {
+  if (t == DType::BFloat16) return Fn<DType::BFloat16>::run(static_cast<Args&&>(args)...);
+  return dispatch_real_dtype<Fn>(t, static_cast<Args&&>(args)...);
 }
 
 }  // namespace gpufilt

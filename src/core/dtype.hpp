@@ -1,5 +1,5 @@
 // Element types gpufilt understands, their sizes and names, and the float16
-// bit conversions shared by the CPU and CUDA kernels.
+// and bfloat16 bit conversions shared by the CPU and CUDA kernels.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -7,21 +7,22 @@
 
 namespace gpufilt {
 
-// Order matters only for dispatch tables; names follow numpy.
+// Order matters only for dispatch tables (new dtypes go last so that existing
+// tables keep their indices); names follow numpy (bfloat16: torch, ml_dtypes).
 enum class DType : int8_t {
   Bool, Int8, UInt8, Int16, UInt16, Int32, UInt32, Int64, UInt64,
-  Float16, Float32, Float64, Complex64, Complex128,
+  Float16, Float32, Float64, Complex64, Complex128, BFloat16,
 };
-constexpr int kNumDTypes = 14;
+constexpr int kNumDTypes = 15;
 
 inline int itemsize(DType t) {
-  static constexpr int sizes[kNumDTypes] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8, 8, 16};
+  static constexpr int sizes[kNumDTypes] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8, 8, 16, 2};
   return sizes[static_cast<int>(t)];
 }
 inline const char* dtype_name(DType t) {
   static constexpr const char* names[kNumDTypes] = {
       "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-      "uint64", "float16", "float32", "float64", "complex64", "complex128"};
+      "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16"};
   return names[static_cast<int>(t)];
 }
 inline bool is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
@@ -74,6 +75,24 @@ GF_HD uint16_t float_to_half_bits(float f) {
   uint32_t half = r >> 13, rem = r & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
   return (uint16_t)(sign | half);
+}
+
+// bfloat16 is the upper half of a binary32: widening is exact; narrowing
+// rounds to nearest even and keeps NaN a (quiet) NaN instead of letting the
+// rounding carry turn it into infinity.
+GF_HD float bfloat16_bits_to_float(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+GF_HD uint16_t float_to_bfloat16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // NaN, quieted
+  const uint32_t round = 0x7fffu + ((x >> 16) & 1u);  // ties to even
+  return (uint16_t)((x + round) >> 16);
 }
 
 }  // namespace gpufilt

@@ -93,6 +93,7 @@ template <template <DType> class Fn, class... Args>
 void dispatch_nn_float(DType t, Args&&... args) {
   switch (t) {
     case DType::Float16: return Fn<DType::Float16>::run(static_cast<Args&&>(args)...);
+    case DType::BFloat16: return Fn<DType::BFloat16>::run(static_cast<Args&&>(args)...);
     case DType::Float32: return Fn<DType::Float32>::run(static_cast<Args&&>(args)...);
     case DType::Float64: return Fn<DType::Float64>::run(static_cast<Args&&>(args)...);
     default: throw std::invalid_argument(std::string("dtype ") + dtype_name(t) + " is not a float dtype");
@@ -134,10 +135,10 @@ template <DType T> struct PointwiseCpu {
 
 // Online max and sum of one row of logits (slot 0).
 template <DType T> RowStats<acc_t<T>> row_stats(const Rows& r, const int64_t* off) {
-  RowStats<acc_t<T>> s;
+  BlockedRowStats<acc_t<T>> s;
   const char* x = r.data[0] + off[0];
   for (int64_t j = 0; j < r.length; ++j) s.add(ld<T>(x + j * r.step[0]));
-  return s;
+  return s.result();
 }
 
 template <DType T> struct SoftmaxCpu {
@@ -190,10 +191,10 @@ template <DType T> struct CrossEntropyCpu {
         total += row_stats<T>(r, off).index_loss(ld<T>(x + label * r.step[0]));
         continue;
       }
-      RowStats<A> s;
+      BlockedRowStats<A> s;
       const char* p = r.data[1] + off[1];
       for (int64_t j = 0; j < r.length; ++j) s.add(ld<T>(x + j * r.step[0]), ld<T>(p + j * r.step[1]));
-      total += s.probability_loss();
+      total += s.result().probability_loss();
     }
     st<T>(loss.data, (acc_t<T>)(total / (double)r.count));  // no rows: 0/0, NaN as torch's mean
   }
@@ -228,7 +229,7 @@ template <DType T> struct CrossEntropyGradCpu {
 
 }  // namespace
 
-bool is_nn_float(DType t) { return t == DType::Float16 || t == DType::Float32 || t == DType::Float64; }
+bool is_nn_float(DType t) { return is_float_dtype(t); }
 
 // ------------------------------------------------------------------- plans
 

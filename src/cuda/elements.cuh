@@ -61,6 +61,7 @@ static __device__ __noinline__ void store_any(DType t, char* p, double v, bool a
     case DType::UInt64: return store_elem<DType::UInt64>(p, v, aligned);
     case DType::Float16: return store_elem<DType::Float16>(p, v, aligned);
     case DType::Float32: return store_elem<DType::Float32>(p, v, aligned);
+    case DType::BFloat16: return store_elem<DType::BFloat16>(p, v, aligned);
     default: return store_elem<DType::Float64>(p, v, aligned);
   }
 }

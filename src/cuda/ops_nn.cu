@@ -1,0 +1,471 @@
+// CUDA kernels of the neural-network ops (core/ops_nn.hpp shares their math
+// and row geometry with the CPU).
+//
+// Pointwise ops (relu, sigmoid, their gradients) are memory-bound: arrays
+// that merge into one contiguous, 16-byte aligned row take 16-byte loads and
+// stores in a grid-stride loop; anything else one element per thread.
+//
+// Row ops (softmax, log_softmax, cross-entropy and its gradient) give each
+// row a group of G threads: 256 (a block) for long rows, 32 or 8 for short
+// ones, 1 when rows run along a strided axis (neighbouring threads then read
+// neighbouring rows, which is what coalesces). A group makes one pass over
+// its row for the online max and sum (merged across the group with
+// shuffles), then one pass writing the result; the cross-entropy gradient
+// never stores the softmax. The mean loss is reduced per block, then by one
+// block, in a fixed order: the same inputs give the same bits.
+//
+// Out-of-range index labels: no host wait is allowed inside a call, so the
+// kernel cannot raise. It never reads through a bad label; the row's loss and
+// gradient become NaN (visible in the result) and the device's sticky flag
+// g_index_error is set for take_index_error (gpufilt.ops.check_index_errors).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "core/ops_nn.hpp"
+#include "cuda/api.hpp"
+#include "cuda/check.cuh"
+
+namespace gpufilt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerSM = 8;  // 2048 resident threads per SM at 256 threads a block
+
+__device__ unsigned int g_index_error = 0;
+
+// ---------------------------------------------------------- element access
+
+template <DType T> struct Elem;
+template <> struct Elem<DType::Float16> {
+  using S = uint16_t;
+  static __device__ __forceinline__ float to(S b) { return __half2float(__ushort_as_half(b)); }
+  static __device__ __forceinline__ S from(float v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+template <> struct Elem<DType::BFloat16> {
+  using S = uint16_t;
+  static __device__ __forceinline__ float to(S b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+  static __device__ __forceinline__ S from(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+};
+template <> struct Elem<DType::Float32> {
+  using S = float;
+  static __device__ __forceinline__ float to(S v) { return v; }
+  static __device__ __forceinline__ S from(float v) { return v; }
+};
+template <> struct Elem<DType::Float64> {
+  using S = double;
+  static __device__ __forceinline__ double to(S v) { return v; }
+  static __device__ __forceinline__ S from(double v) { return v; }
+};
+
+// A typed access when `aligned`; bytes otherwise (a misaligned typed access
+// would kill the context).
+template <DType T> __device__ __forceinline__ acc_t<T> ld(const char* p, bool aligned) {
+  typename Elem<T>::S v;
+  if (aligned) v = *reinterpret_cast<const typename Elem<T>::S*>(p);
+  else copy_element(&v, p, sizeof(v));
+  return Elem<T>::to(v);
+}
+template <DType T> __device__ __forceinline__ void st(char* p, acc_t<T> a, bool aligned) {
+  const typename Elem<T>::S v = Elem<T>::from(a);
+  if (aligned) *reinterpret_cast<typename Elem<T>::S*>(p) = v;
+  else copy_element(p, &v, sizeof(v));
+}
+
+// 16 bytes of elements, loaded or stored at once.
+template <DType T> union Chunk {
+  static constexpr int kSize = 16 / sizeof(typename Elem<T>::S);
+  uint4 raw;
+  typename Elem<T>::S e[kSize];
+};
+
+// Dtypes the kernels are instantiated for; `f` gets a DType constant.
+template <class F> void dispatch_float(DType t, F f) {
+  switch (t) {
+    case DType::Float16: return f(std::integral_constant<DType, DType::Float16>{});
+    case DType::BFloat16: return f(std::integral_constant<DType, DType::BFloat16>{});
+    case DType::Float32: return f(std::integral_constant<DType, DType::Float32>{});
+    case DType::Float64: return f(std::integral_constant<DType, DType::Float64>{});
+    default: throw std::invalid_argument(std::string("dtype ") + dtype_name(t) + " is not a float dtype");
+  }
+}
+
+__device__ double load_scalar(const char* p, DType t) {
+  switch (t) {
+    case DType::Float16: return ld<DType::Float16>(p, false);
+    case DType::BFloat16: return ld<DType::BFloat16>(p, false);
+    case DType::Float32: return ld<DType::Float32>(p, false);
+    default: return ld<DType::Float64>(p, false);
+  }
+}
+
+int grid_size(int64_t work_items) {
+  int device = 0, sms = 0;
+  GF_CUDA_CHECK(cudaGetDevice(&device));
+  GF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return (int)std::max<int64_t>(1, std::min<int64_t>(work_items, (int64_t)sms * kBlocksPerSM));
+}
+
+// Whether every float array of `r` (slots 0 and 2, and 1 unless it holds
+// index labels) has all its rows starting on a multiple of `alignment` bytes
+// and `step` apart within a row (0: only each element's own alignment).
+bool rows_aligned(const Rows& r, int64_t alignment, int64_t step) {
+  const int64_t item = itemsize(r.dtype);
+  for (int k = 0; k < kRowArrays; ++k) {
+    if (!r.data[k] || (k == 1 && r.index_labels)) continue;
+    if (reinterpret_cast<uintptr_t>(r.data[k]) % alignment) return false;
+    if (step ? r.step[k] != step && r.length > 1 : r.step[k] % item) return false;
+    for (int d = 0; d < r.ndim; ++d)
+      if (r.strides[k][d] % alignment) return false;
+  }
+  return true;
+}
+
+// --------------------------------------------------------------- pointwise
+
+// One contiguous row, every array 16-byte aligned: 16-byte accesses.
+template <DType T, Pointwise Op>
+__global__ void __launch_bounds__(kThreads) pointwise_vector(const char* x, const char* grad, char* out, int64_t n) {
+  using A = acc_t<T>;
+  constexpr int V = Chunk<T>::kSize;
+  const int64_t first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t chunks = n / V;
+  for (int64_t i = first; i < chunks; i += stride) {
+    Chunk<T> xv, gv, ov;
+    xv.raw = reinterpret_cast<const uint4*>(x)[i];
+    if constexpr (takes_grad(Op)) gv.raw = reinterpret_cast<const uint4*>(grad)[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const A g = takes_grad(Op) ? Elem<T>::to(gv.e[k]) : A(0);
+      ov.e[k] = Elem<T>::from(pointwise_apply<Op>(Elem<T>::to(xv.e[k]), g));
+    }
+    reinterpret_cast<uint4*>(out)[i] = ov.raw;
+  }
+  const int64_t item = sizeof(typename Elem<T>::S);
+  for (int64_t i = chunks * V + first; i < n; i += stride) {
+    const A g = takes_grad(Op) ? ld<T>(grad + i * item, true) : A(0);
+    st<T>(out + i * item, pointwise_apply<Op>(ld<T>(x + i * item, true), g), true);
+  }
+}
+
+// Any layout: one element per thread, rows located by index arithmetic.
+template <DType T, Pointwise Op>
+__global__ void __launch_bounds__(kThreads) pointwise_strided(Rows r, bool aligned) {
+  using A = acc_t<T>;
+  const int64_t n = r.count * r.length;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = i / r.length, j = i - row * r.length;
+    int64_t off[kRowArrays];
+    r.locate(row, off);
+    const A g = takes_grad(Op) ? ld<T>(r.data[1] + off[1] + j * r.step[1], aligned) : A(0);
+    const A y = pointwise_apply<Op>(ld<T>(r.data[0] + off[0] + j * r.step[0], aligned), g);
+    st<T>(r.data[2] + off[2] + j * r.step[2], y, aligned);
+  }
+}
+
+template <DType T, Pointwise Op>
+void launch_pointwise(const Rows& r, cudaStream_t stream) {
+  const int64_t n = r.count * r.length, item = itemsize(r.dtype);
+  if (r.count == 1 && rows_aligned(r, 16, item)) {
+    const int64_t chunks = (n + Chunk<T>::kSize - 1) / Chunk<T>::kSize;
+    pointwise_vector<T, Op><<<grid_size((chunks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        r.data[0], r.data[1], r.data[2], n);
+  } else {
+    pointwise_strided<T, Op><<<grid_size((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        r, rows_aligned(r, item, 0));
+  }
+  GF_CUDA_CHECK_LAUNCH();
+}
+
+// --------------------------------------------------------------------- rows
+
+struct RowArgs {
+  RowOp op;
+  bool aligned;      // every float element takes one access of its own size
+  bool vectorized;   // rows unit-stride and 16-byte aligned in every float array
+  LossScale scale;   // CrossEntropyGrad: the upstream gradient
+  double inv_rows;   // 1 / rows.count
+  double* partials;  // CrossEntropy: one loss sum per block
+};
+
+// Calls f(j, x_j, p_j) for the elements j of a row this lane owns (p_j = 0
+// unless with_p); 16-byte loads when the rows allow.
+template <DType T, int G, class F>
+__device__ __forceinline__ void visit_row(const Rows& r, const RowArgs& a, const char* x, const char* p,
+                                          bool with_p, int lane, F f) {
+  using A = acc_t<T>;
+  int64_t j0 = lane;
+  if (a.vectorized) {
+    constexpr int V = Chunk<T>::kSize;
+    const int64_t chunks = r.length / V;
+    for (int64_t c = lane; c < chunks; c += G) {
+      Chunk<T> xv, pv;
+      xv.raw = reinterpret_cast<const uint4*>(x)[c];
+      if (with_p) pv.raw = reinterpret_cast<const uint4*>(p)[c];
+#pragma unroll
+      for (int k = 0; k < V; ++k) f(c * V + k, Elem<T>::to(xv.e[k]), with_p ? Elem<T>::to(pv.e[k]) : A(0));
+    }
+    j0 += chunks * V;
+  }
+  for (int64_t j = j0; j < r.length; j += G)
+    f(j, ld<T>(x + j * r.step[0], a.aligned), with_p ? ld<T>(p + j * r.step[1], a.aligned) : A(0));
+}
+
+// out_j = f(j, x_j, p_j) for the elements this lane owns.
+template <DType T, int G, class F>
+__device__ __forceinline__ void map_row(const Rows& r, const RowArgs& a, const char* x, const char* p, char* o,
+                                        bool with_p, int lane, F f) {
+  using A = acc_t<T>;
+  int64_t j0 = lane;
+  if (a.vectorized) {
+    constexpr int V = Chunk<T>::kSize;
+    const int64_t chunks = r.length / V;
+    for (int64_t c = lane; c < chunks; c += G) {
+      Chunk<T> xv, pv, ov;
+      xv.raw = reinterpret_cast<const uint4*>(x)[c];
+      if (with_p) pv.raw = reinterpret_cast<const uint4*>(p)[c];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        ov.e[k] = Elem<T>::from(f(c * V + k, Elem<T>::to(xv.e[k]), with_p ? Elem<T>::to(pv.e[k]) : A(0)));
+      reinterpret_cast<uint4*>(o)[c] = ov.raw;
+    }
+    j0 += chunks * V;
+  }
+  for (int64_t j = j0; j < r.length; j += G) {
+    const A y = f(j, ld<T>(x + j * r.step[0], a.aligned), with_p ? ld<T>(p + j * r.step[1], a.aligned) : A(0));
+    st<T>(o + j * r.step[2], y, a.aligned);
+  }
+}
+
+template <bool WithMass, class A> __device__ __forceinline__ RowStats<A> shuffle_xor(const RowStats<A>& s, int m) {
+  RowStats<A> o;
+  o.max = __shfl_xor_sync(0xffffffffu, s.max, m);
+  o.sum = __shfl_xor_sync(0xffffffffu, s.sum, m);
+  if constexpr (WithMass) {
+    o.mass = __shfl_xor_sync(0xffffffffu, s.mass, m);
+    o.shifted = __shfl_xor_sync(0xffffffffu, s.shifted, m);
+  }
+  return o;
+}
+
+// Merges the stats of the G lanes of a group; every lane gets the result.
+// Called by every thread of the block (shuffles and barriers are uniform).
+template <int G, bool WithMass, class A> __device__ __forceinline__ void group_merge(RowStats<A>& s, RowStats<A>* shared) {
+  if constexpr (G > 1) {
+#pragma unroll
+    for (int m = (G < 32 ? G : 32) / 2; m > 0; m /= 2) s.merge(shuffle_xor<WithMass>(s, m));
+  }
+  if constexpr (G > 32) {
+    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = s;
+    __syncthreads();
+    s = shared[0];
+    for (int w = 1; w < G / 32; ++w) s.merge(shared[w]);
+    __syncthreads();
+  }
+}
+
+// Sum of `v` over the block, in thread 0 (fixed order). Every thread calls.
+__device__ double block_sum(double v, double* shared) {
+  for (int m = 16; m > 0; m /= 2) v += __shfl_down_sync(0xffffffffu, v, m);
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < (int)blockDim.x / 32; ++w) total += shared[w];
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ bool label_ok(int64_t label, int64_t classes) { return label >= 0 && label < classes; }
+
+template <DType T, int G>
+__global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
+  using A = acc_t<T>;
+  constexpr int kGroups = kThreads / G;
+  __shared__ alignas(16) unsigned char shared_raw[sizeof(RowStats<A>) * (kThreads / 32)];
+  RowStats<A>* shared = reinterpret_cast<RowStats<A>*>(shared_raw);
+  const int lane = threadIdx.x % G, group = threadIdx.x / G;
+  const bool probabilities = !r.index_labels && (a.op == RowOp::CrossEntropy || a.op == RowOp::CrossEntropyGrad);
+  A scale = A(0);
+  if (a.op == RowOp::CrossEntropyGrad)
+    scale = (A)((a.scale.data ? load_scalar(a.scale.data, a.scale.dtype) : a.scale.value) * a.inv_rows);
+  double loss_sum = 0.0;
+
+  // The loop bound is uniform across the block, so that every thread takes
+  // part in every shuffle and barrier; rows past the end are skipped.
+  for (int64_t first = (int64_t)blockIdx.x * kGroups; first < r.count; first += (int64_t)gridDim.x * kGroups) {
+    const int64_t row = first + group;
+    const bool valid = row < r.count;
+    int64_t off[kRowArrays] = {};
+    if (valid) r.locate(row, off);
+    const char* x = r.data[0] + off[0];
+    const char* p = r.data[1] + off[1];
+    char* o = r.data[2] + off[2];
+
+    BlockedRowStats<A> lane_stats;
+    RowStats<A> s;
+    if (a.op == RowOp::CrossEntropy && probabilities) {
+      if (valid) visit_row<T, G>(r, a, x, p, true, lane, [&](int64_t, A xv, A pv) { lane_stats.add(xv, pv); });
+      s = lane_stats.result();
+      group_merge<G, true>(s, shared);
+    } else {
+      if (valid) visit_row<T, G>(r, a, x, p, false, lane, [&](int64_t, A xv, A) { lane_stats.add(xv); });
+      s = lane_stats.result();
+      group_merge<G, false>(s, shared);
+    }
+    if (!valid) continue;
+
+    const A inv_sum = A(1) / s.sum;
+    switch (a.op) {
+      case RowOp::Softmax:
+        map_row<T, G>(r, a, x, p, o, false, lane, [&](int64_t, A xv, A) { return exp_of(xv - s.max) * inv_sum; });
+        break;
+      case RowOp::LogSoftmax: {
+        const A log_sum = log_of(s.sum);  // (x - max) - log(sum): see SoftmaxCpu
+        map_row<T, G>(r, a, x, p, o, false, lane, [&](int64_t, A xv, A) { return (xv - s.max) - log_sum; });
+        break;
+      }
+      case RowOp::CrossEntropy:
+        if (lane != 0) break;
+        if (probabilities) {
+          loss_sum += (double)s.probability_loss();
+        } else {
+          const int64_t label = load_label(p, r.label_dtype);
+          if (label_ok(label, r.length)) {
+            loss_sum += (double)s.index_loss(ld<T>(x + label * r.step[0], a.aligned));
+          } else {
+            loss_sum += (double)NAN;
+            g_index_error = 1u;
+          }
+        }
+        break;
+      case RowOp::CrossEntropyGrad: {
+        const int64_t label = probabilities ? 0 : load_label(p, r.label_dtype);
+        const bool ok = probabilities || label_ok(label, r.length);
+        if (!ok && lane == 0) g_index_error = 1u;
+        const A bad = ok ? A(0) : A(NAN);  // NaN marks the row of a bad label
+        map_row<T, G>(r, a, x, p, o, probabilities, lane, [&](int64_t j, A xv, A pv) {
+          const A target = probabilities ? pv : A(j == label);
+          return (exp_of(xv - s.max) * inv_sum - target) * scale + bad;
+        });
+        break;
+      }
+    }
+  }
+  if (a.op == RowOp::CrossEntropy) {
+    const double total = block_sum(loss_sum, reinterpret_cast<double*>(shared_raw));
+    if (threadIdx.x == 0) a.partials[blockIdx.x] = total;
+  }
+}
+
+// out (0-d) = sum of the blocks' partial sums / rows, in a fixed order.
+template <DType T>
+__global__ void __launch_bounds__(kThreads) mean_kernel(const double* partials, int blocks, double inv_rows,
+                                                       char* out, bool aligned) {
+  __shared__ double shared[kThreads / 32];
+  double v = 0.0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) v += partials[i];
+  const double total = block_sum(v, shared);
+  if (threadIdx.x == 0) st<T>(out, (acc_t<T>)(total * inv_rows), aligned);
+}
+
+// Threads per row: see the file's opening comment.
+int group_size(const Rows& r) {
+  const bool unit_rows = r.step[0] == itemsize(r.dtype) || r.length == 1;
+  if (!unit_rows && r.count >= 4096) return 1;
+  if (r.length <= 64) return 8;
+  if (r.length <= 1024) return 32;
+  return 256;
+}
+
+// The number of blocks each row kernel launch uses, for sizing the partial sums.
+int row_blocks(const Rows& r) {
+  const int groups = kThreads / group_size(r);
+  return grid_size((r.count + groups - 1) / groups);
+}
+
+template <DType T>
+int launch_rows(const Rows& r, const RowArgs& args, cudaStream_t stream) {
+  const int blocks = row_blocks(r);
+  switch (group_size(r)) {
+    case 1: row_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(r, args); break;
+    case 8: row_kernel<T, 8><<<blocks, kThreads, 0, stream>>>(r, args); break;
+    case 32: row_kernel<T, 32><<<blocks, kThreads, 0, stream>>>(r, args); break;
+    default: row_kernel<T, 256><<<blocks, kThreads, 0, stream>>>(r, args); break;
+  }
+  GF_CUDA_CHECK_LAUNCH();
+  return blocks;
+}
+
+RowArgs row_args(RowOp op, const Rows& r) {
+  RowArgs a{};
+  a.op = op;
+  a.aligned = rows_aligned(r, itemsize(r.dtype), 0);
+  a.vectorized = r.length > 1 && rows_aligned(r, 16, itemsize(r.dtype));
+  a.inv_rows = 1.0 / (double)r.count;
+  return a;
+}
+
+}  // namespace
+
+void pointwise(Pointwise op, const Rows& rows, intptr_t stream) {
+  if (!rows.count || !rows.length) return;
+  const cudaStream_t s = as_stream(stream);
+  dispatch_float(rows.dtype, [&](auto t) {
+    constexpr DType T = decltype(t)::value;
+    switch (op) {
+      case Pointwise::Relu: return launch_pointwise<T, Pointwise::Relu>(rows, s);
+      case Pointwise::ReluGrad: return launch_pointwise<T, Pointwise::ReluGrad>(rows, s);
+      case Pointwise::Sigmoid: return launch_pointwise<T, Pointwise::Sigmoid>(rows, s);
+      case Pointwise::SigmoidGrad: return launch_pointwise<T, Pointwise::SigmoidGrad>(rows, s);
+    }
+  });
+}
+
+void softmax(const Rows& rows, bool log, intptr_t stream) {
+  if (!rows.count || !rows.length) return;
+  const RowArgs args = row_args(log ? RowOp::LogSoftmax : RowOp::Softmax, rows);
+  dispatch_float(rows.dtype, [&](auto t) { launch_rows<decltype(t)::value>(rows, args, as_stream(stream)); });
+}
+
+void cross_entropy(const Rows& rows, const ArrayDesc& loss, intptr_t stream) {
+  const cudaStream_t s = as_stream(stream);
+  RowArgs args = row_args(RowOp::CrossEntropy, rows);
+  const int blocks = rows.count ? row_blocks(rows) : 0;
+  CudaBackend backend(stream);
+  std::unique_ptr<TempBuffer> partials = backend.allocate((int64_t)std::max(blocks, 1) * sizeof(double));
+  args.partials = reinterpret_cast<double*>(partials->data);
+  const bool out_aligned = reinterpret_cast<uintptr_t>(loss.data) % itemsize(loss.dtype) == 0;
+  dispatch_float(rows.dtype, [&](auto t) {
+    constexpr DType T = decltype(t)::value;
+    if (blocks) launch_rows<T>(rows, args, s);
+    // No rows: 0 * inf = NaN, as torch's mean of nothing.
+    mean_kernel<T><<<1, kThreads, 0, s>>>(args.partials, blocks, blocks ? args.inv_rows : (double)NAN,
+                                          loss.data, out_aligned);
+    GF_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cross_entropy_grad(const Rows& rows, const LossScale& grad, intptr_t stream) {
+  if (!rows.count) return;
+  RowArgs args = row_args(RowOp::CrossEntropyGrad, rows);
+  args.scale = grad;
+  dispatch_float(rows.dtype, [&](auto t) { launch_rows<decltype(t)::value>(rows, args, as_stream(stream)); });
+}
+
+bool take_index_error(int device) {
+  if (device < 0) GF_CUDA_CHECK(cudaGetDevice(&device));
+  DeviceGuard guard(device);
+  GF_CUDA_CHECK(cudaDeviceSynchronize());  // the check's whole point: wait for the kernels
+  unsigned int flag = 0;
+  GF_CUDA_CHECK(cudaMemcpyFromSymbol(&flag, g_index_error, sizeof(flag)));
+  if (flag) {
+    const unsigned int zero = 0;
+    GF_CUDA_CHECK(cudaMemcpyToSymbol(g_index_error, &zero, sizeof(zero)));
+  }
+  return flag != 0;
+}
+
+}  // namespace gpufilt::cuda

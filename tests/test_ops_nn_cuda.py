@@ -1,0 +1,353 @@
+"""gpufilt.ops neural-network kernels on CUDA: cupy arrays and torch CUDA
+tensors (float16, bfloat16, float32, float64), every kernel variant (16-byte
+vectorised and strided pointwise, 1/8/32/256 threads a row), out= and in
+place, streams, CUDA graph capture, and out-of-range labels (NaN results and
+check_index_errors, never an illegal address).
+
+Every test is marked `cuda` (skipped without a usable device). numpy in
+float64 on the host is the oracle (torch's own CUDA kernels for bfloat16);
+results come back to the host in the test only.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpufilt import ops
+
+from _helpers import FLOAT_DTYPES, assert_matches, random_array
+from test_ops_nn import (random_labels, random_probabilities, ref_cross_entropy, ref_cross_entropy_grad,
+                         ref_log_softmax, ref_relu, ref_sigmoid, ref_softmax)
+
+pytestmark = pytest.mark.cuda
+
+cupy = pytest.importorskip("cupy")
+
+
+def device(host):
+    return cupy.asarray(host)
+
+
+def host(x):
+    return cupy.asnumpy(x)
+
+
+@pytest.fixture(autouse=True)
+def no_stale_index_error():
+    """Each test starts with the device's index-error flag clear."""
+    try:
+        ops.check_index_errors()
+    except IndexError:
+        pass
+
+
+# --------------------------------------------------------------- pointwise
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(1_000_003,), (37, 129), (3, 4, 5), (), (0, 7), (1,)])
+def test_cupy_pointwise_match_numpy(dtype, shape, rng):
+    x_h = random_array(rng, shape, dtype)
+    g_h = random_array(rng, shape, dtype)
+    x, g = device(x_h), device(g_h)
+    assert_matches(host(ops.relu(x)), ref_relu(x_h), dtype)
+    assert_matches(host(ops.sigmoid(x)), ref_sigmoid(x_h), dtype)
+    assert_matches(host(ops.relu_grad(x, g)), np.where(x_h > 0, g_h, 0), dtype)
+    y_h = host(ops.sigmoid(x))
+    expected = g_h.astype(np.float64) * (1 - y_h.astype(np.float64)) * y_h.astype(np.float64)
+    assert_matches(host(ops.sigmoid_grad(device(y_h), g)), expected, dtype)
+    assert isinstance(ops.relu(x), cupy.ndarray) and ops.relu(x).dtype == dtype
+
+
+@pytest.mark.parametrize("view", ["offset", "strided", "negative", "transposed"])
+def test_cupy_pointwise_any_layout_and_alignment(view, rng):
+    base_h = random_array(rng, (65, 130), np.float32)
+    base = device(base_h)
+    pick = {"offset": lambda a: a[:, 1:],        # rows not 16-byte aligned
+            "strided": lambda a: a[::2, ::3],
+            "negative": lambda a: a[::-1, ::-1],
+            "transposed": lambda a: a.T}[view]
+    x, x_h = pick(base), pick(base_h)
+    assert_matches(host(ops.relu(x)), ref_relu(x_h), np.float32)
+    assert_matches(host(ops.sigmoid(x)), ref_sigmoid(x_h), np.float32)
+    g = pick(device(random_array(rng, base_h.shape, np.float32)))
+    assert_matches(host(ops.relu_grad(x, g)), np.where(x_h > 0, host(g), 0), np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_cupy_relu_in_place_large(dtype, rng):
+    x_h = random_array(rng, (2**20 + 5,), dtype)
+    x = device(x_h)
+    assert ops.relu(x, out=x) is x
+    np.testing.assert_array_equal(host(x), ref_relu(x_h))
+
+
+# ----------------------------------------------------------------- softmax
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape,axis", [
+    ((1000, 10), -1),     # 8 threads a row, vectorised
+    ((300, 500), 1),      # a warp a row
+    ((7, 5000), -1),      # a block a row
+    ((300, 5000), 0),     # strided rows, many: a thread a row
+    ((3, 50, 9), 1),      # strided rows, few
+    ((), -1), ((0, 4), 1), ((4, 0), 1),
+])
+@pytest.mark.parametrize("log", [False, True])
+def test_cupy_softmax_match_numpy(dtype, shape, axis, log, rng):
+    x_h = random_array(rng, shape, dtype)
+    got = host((ops.log_softmax if log else ops.softmax)(device(x_h), axis))
+    expected = (ref_log_softmax if log else ref_softmax)(x_h, axis) if x_h.size else x_h
+    assert got.dtype == dtype
+    assert_matches(got, expected, dtype)
+
+
+@pytest.mark.parametrize("view", ["offset", "negative", "F"])
+def test_cupy_softmax_unaligned_and_strided_rows(view, rng):
+    base_h = random_array(rng, (40, 131), np.float32)
+    pick = {"offset": lambda a: a[:, 3:], "negative": lambda a: a[:, ::-1],
+            "F": lambda a: a.T.copy().T}[view]
+    x = pick(device(base_h))
+    x_h = pick(base_h)
+    assert_matches(host(ops.softmax(x)), ref_softmax(x_h, -1), np.float32)
+    out = cupy.full((x.shape[1], x.shape[0]), np.nan, np.float32).T
+    assert ops.log_softmax(x, out=out) is out
+    assert_matches(host(out), ref_log_softmax(x_h, -1), np.float32)
+
+
+def test_cupy_softmax_huge_logits_and_in_place():
+    x_h = np.array([[1e4, -1e4, 0.0], [1e4, 1e4 - 1, 1e4 - 2], [-1e4, -1e4, -1e4 + 3]], np.float32)
+    x = device(x_h)
+    assert ops.softmax(x, out=x) is x
+    assert_matches(host(x), ref_softmax(x_h, -1), np.float32)
+
+
+# ----------------------------------------------------------- cross-entropy
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(256, 10), (64, 1000), (4, 5000), (100_000, 3), (1, 1)])
+@pytest.mark.parametrize("kind", ["index", "probability"])
+def test_cupy_cross_entropy_match_numpy(dtype, shape, kind, rng):
+    logits_h = random_array(rng, shape, dtype)
+    labels_h = random_labels(rng, shape) if kind == "index" else random_probabilities(rng, shape, dtype)
+    logits, labels = device(logits_h), device(labels_h)
+    loss = ops.softmax_cross_entropy(logits, labels)
+    assert isinstance(loss, cupy.ndarray) and loss.shape == () and loss.dtype == dtype
+    assert_matches(host(loss), ref_cross_entropy(logits_h, labels_h), dtype)
+    grad = ops.softmax_cross_entropy_grad(logits, labels)
+    assert_matches(host(grad), ref_cross_entropy_grad(logits_h, labels_h), dtype, scale=1.0 / shape[0])
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("kind", ["index", "probability"])
+def test_cupy_cross_entropy_class_axis(axis, kind, rng):
+    shape = (40, 30, 20)
+    logits_h = random_array(rng, shape, np.float64)
+    labels_h = (random_labels(rng, shape, axis) if kind == "index"
+                else random_probabilities(rng, shape, np.float64, axis))
+    logits, labels = device(logits_h), device(labels_h)
+    assert_matches(host(ops.softmax_cross_entropy(logits, labels, axis)),
+                   ref_cross_entropy(logits_h, labels_h, axis))
+    assert_matches(host(ops.softmax_cross_entropy_grad(logits, labels, 2.0, axis=axis)),
+                   ref_cross_entropy_grad(logits_h, labels_h, 2.0, axis), np.float64)
+
+
+def test_cupy_cross_entropy_huge_logits_and_deterministic():
+    logits_h = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4], [1e4, 1e4, 1e4], [-1e4, -1e4, -1e4]],
+                        np.float32)
+    labels_h = np.array([1, 2, 0, 2])
+    logits, labels = device(logits_h), device(labels_h)
+    first = host(ops.softmax_cross_entropy(logits, labels))
+    assert_matches(first, ref_cross_entropy(logits_h, labels_h), np.float32)
+    big_h = random_array(np.random.default_rng(1), (50_000, 37), np.float32) * 100
+    big_labels = device(random_labels(np.random.default_rng(2), big_h.shape))
+    big = device(big_h)
+    a = host(ops.softmax_cross_entropy(big, big_labels))
+    b = host(ops.softmax_cross_entropy(big, big_labels))
+    assert a.tobytes() == b.tobytes()  # a fixed reduction order: the same bits
+
+
+def test_cupy_cross_entropy_grad_scale_on_device_and_out(rng):
+    logits_h = random_array(rng, (33, 17), np.float32)
+    labels_h = random_labels(rng, logits_h.shape).astype(np.int32)
+    logits, labels = device(logits_h), device(labels_h)
+    expected = ref_cross_entropy_grad(logits_h, labels_h, 0.25)
+    out = cupy.empty_like(logits)
+    assert ops.softmax_cross_entropy_grad(logits, labels, cupy.asarray(0.25, np.float32), out=out) is out
+    assert_matches(host(out), expected, np.float32, scale=0.01)
+    loss = cupy.zeros((), np.float32)
+    assert ops.softmax_cross_entropy(logits, labels, out=loss) is loss
+    assert ops.softmax_cross_entropy_grad(logits, labels, 0.25, out=logits) is logits  # in place
+    assert_matches(host(logits), expected, np.float32, scale=0.01)
+
+
+def test_cupy_cross_entropy_empty_batch_is_nan():
+    loss = ops.softmax_cross_entropy(cupy.zeros((0, 4), np.float32), cupy.zeros((0,), np.int64))
+    assert np.isnan(host(loss))
+
+
+# ----------------------------------------------------- out-of-range labels
+
+
+@pytest.mark.parametrize("bad", [5, -1, 2**40])
+@pytest.mark.parametrize("classes", [5, 3000])
+def test_cupy_out_of_range_label_gives_nan_and_a_checkable_flag(bad, classes, rng):
+    logits_h = random_array(rng, (4, classes), np.float32)
+    labels_h = np.array([0, 1, bad if bad != 5 else classes, 2])
+    logits, labels = device(logits_h), device(labels_h)
+    loss = ops.softmax_cross_entropy(logits, labels)  # no exception, no illegal address
+    assert np.isnan(host(loss))
+    grad = host(ops.softmax_cross_entropy_grad(logits, labels))
+    assert np.all(np.isnan(grad[2]))
+    good = [0, 1, 3]
+    assert_matches(grad[good], ref_cross_entropy_grad(logits_h[good], labels_h[good]) * 3 / 4, np.float32,
+                   scale=0.25)
+    with pytest.raises(IndexError, match="out-of-range"):
+        ops.check_index_errors()
+    ops.check_index_errors()  # cleared by the check
+    ops.softmax_cross_entropy(logits, device(np.array([0, 1, 2, 3])))
+    ops.check_index_errors()  # valid labels set nothing
+
+
+# ------------------------------------------------------- streams and graphs
+
+
+def test_cupy_explicit_and_current_stream(rng):
+    logits_h = random_array(rng, (64, 100), np.float32)
+    labels_h = random_labels(rng, logits_h.shape)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        logits, labels = device(logits_h), device(labels_h)
+        loss = ops.softmax_cross_entropy(logits, labels)  # on s, the current stream
+        back = cupy.asnumpy(loss, stream=s)
+    s.synchronize()
+    assert_matches(back, ref_cross_entropy(logits_h, labels_h), np.float32)
+    out = cupy.zeros_like(logits)
+    cupy.cuda.get_current_stream().synchronize()
+    assert ops.softmax(logits, out=out, stream=s) is out
+    s.synchronize()
+    assert_matches(host(out), ref_softmax(logits_h, -1), np.float32)
+
+
+def test_cuda_graph_capture_replays_every_op_on_new_data(rng):
+    s = cupy.cuda.Stream(non_blocking=True)
+    shape = (128, 40)
+    with s:
+        x = device(random_array(rng, shape, np.float32))
+        labels = device(random_labels(rng, shape))
+        y_relu, y_soft = cupy.zeros_like(x), cupy.zeros_like(x)
+        loss, grad = cupy.zeros((), np.float32), cupy.zeros_like(x)
+    s.synchronize()
+    with s:
+        s.begin_capture()
+        try:
+            ops.relu(x, out=y_relu)
+            ops.log_softmax(x, out=y_soft)
+            ops.softmax_cross_entropy(x, labels, out=loss)   # temporary from the stream-ordered pool
+            ops.softmax_cross_entropy_grad(x, labels, loss, out=grad)  # grad scale read on the device
+        finally:
+            graph = s.end_capture()
+    for _ in range(2):  # each replay reads x anew
+        new = random_array(rng, shape, np.float32)
+        x.set(new, stream=s)
+        graph.launch(stream=s)
+        s.synchronize()
+        assert_matches(host(y_relu), ref_relu(new), np.float32)
+        assert_matches(host(y_soft), ref_log_softmax(new, -1), np.float32)
+        expected_loss = ref_cross_entropy(new, host(labels))
+        assert_matches(host(loss), expected_loss, np.float32)
+        assert_matches(host(grad), ref_cross_entropy_grad(new, host(labels), expected_loss), np.float32,
+                       scale=0.1)
+
+
+# ------------------------------------------------------------ bad input
+
+
+def test_arrays_on_different_devices_raise_value_error(rng):
+    logits = device(random_array(rng, (4, 5), np.float32))
+    with pytest.raises(ValueError, match="labels is on the CPU"):
+        ops.softmax_cross_entropy(logits, np.zeros(4, np.int64))
+    with pytest.raises(ValueError, match="grad"):
+        ops.relu_grad(logits, random_array(rng, (4, 5), np.float32))
+    with pytest.raises(ValueError, match="out"):
+        ops.softmax(logits, out=np.zeros((4, 5), np.float32))
+
+
+def test_cupy_integer_input_raises_type_error():
+    with pytest.raises(TypeError, match="x has dtype int32"):
+        ops.relu(cupy.ones((3, 3), np.int32))
+
+
+# ------------------------------------------------------------------- torch
+
+
+@pytest.fixture
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_torch_cuda_matches_torch(torch, dtype, rng):
+    F = torch.nn.functional
+    tdtype = getattr(torch, dtype)
+    x = torch.from_numpy(random_array(rng, (64, 300), np.float32)).cuda().to(tdtype)
+    g = torch.from_numpy(random_array(rng, (64, 300), np.float32)).cuda().to(tdtype)
+    labels = torch.from_numpy(random_labels(rng, x.shape)).cuda()
+    tol = {"float16": 4e-3, "bfloat16": 2e-2, "float32": 1e-5}[dtype]
+    xr = x.detach().requires_grad_()
+    loss = F.cross_entropy(xr.float(), labels)
+    (dlogits,) = torch.autograd.grad(loss, xr)
+    checks = [
+        (ops.relu(x), F.relu(x)),
+        (ops.sigmoid(x), torch.sigmoid(x.float())),
+        (ops.relu_grad(x, g), torch.where(x > 0, g, torch.zeros_like(g))),
+        (ops.softmax(x, 0), F.softmax(x.float(), 0)),
+        (ops.log_softmax(x), F.log_softmax(x.float(), -1)),
+        (ops.softmax_cross_entropy(x, labels), loss),
+        (ops.softmax_cross_entropy_grad(x, labels), dlogits),
+    ]
+    for ours, expected in checks:
+        assert isinstance(ours, torch.Tensor) and ours.device == x.device and ours.dtype == tdtype
+        torch.testing.assert_close(ours.float(), expected.float(), rtol=tol, atol=tol)
+
+
+def test_torch_cuda_backward_ops_and_device_scalar_grad(torch, rng):
+    F = torch.nn.functional
+    x = torch.from_numpy(random_array(rng, (32, 10), np.float64)).cuda().requires_grad_()
+    probs = torch.from_numpy(random_probabilities(rng, (32, 10), np.float64)).cuda()
+    upstream = torch.tensor(1.5, dtype=torch.float64, device="cuda")
+    loss = F.cross_entropy(x, probs)
+    (dx,) = torch.autograd.grad(loss, x, upstream)
+    torch.testing.assert_close(ops.softmax_cross_entropy(x, probs), loss.detach())
+    torch.testing.assert_close(ops.softmax_cross_entropy_grad(x, probs, upstream), dx)
+    y = torch.sigmoid(x)
+    g = torch.randn_like(x)
+    (ds,) = torch.autograd.grad(y, x, g)
+    torch.testing.assert_close(ops.sigmoid_grad(y.detach(), g), ds)
+
+
+def test_torch_cuda_stream_and_in_place(torch, rng):
+    s = torch.cuda.Stream()
+    x_h = random_array(rng, (256, 77), np.float32)
+    with torch.cuda.stream(s):
+        x = torch.from_numpy(x_h).cuda()
+        assert ops.relu(x, out=x) is x  # torch's current stream: s
+        y = ops.softmax(x, 0)
+    s.synchronize()
+    assert_matches(x.cpu().numpy(), ref_relu(x_h), np.float32)
+    assert_matches(y.cpu().numpy(), ref_softmax(ref_relu(x_h), 0), np.float32)
+
+
+def test_torch_cuda_out_of_range_label_is_nan_not_a_crash(torch, rng):
+    x = torch.from_numpy(random_array(rng, (3, 4), np.float32)).cuda()
+    labels = torch.tensor([0, 9, 1], device="cuda")
+    assert torch.isnan(ops.softmax_cross_entropy(x, labels)).item()
+    with pytest.raises(IndexError):
+        ops.check_index_errors(x.device.index)
+    torch.cuda.synchronize()  # the context is still healthy
+    assert torch.isfinite(ops.softmax_cross_entropy(x, torch.tensor([0, 3, 1], device="cuda"))).item()
