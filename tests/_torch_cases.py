@@ -181,14 +181,17 @@ def check_nn_gradcheck(rng, device, name, shape, axis):
         assert gradcheck(lambda x: getattr(gt, name)(x, axis), (x,))
 
 
+def nn_call(name, x, axis=-1, library=gt):
+    """gpufilt.torch's (or torch's) op `name` on x, along `axis` for the softmaxes."""
+    if name in ("relu", "sigmoid"):
+        return getattr(library, name)(x)
+    return getattr(library, name)(x, axis)
+
+
 def check_nn_forward(rng, device, name, shape, axis, dtype):
     x = tensor(rng, shape, device, dtype=dtype)
-    got = gt.relu(x) if name == "relu" else (
-        gt.sigmoid(x) if name == "sigmoid" else getattr(gt, name)(x, axis))
-    expected = {"relu": lambda: torch.relu(x),
-                "sigmoid": lambda: torch.sigmoid(x),
-                "softmax": lambda: torch.softmax(x, axis),
-                "log_softmax": lambda: torch.log_softmax(x, axis)}[name]().detach()
+    got = nn_call(name, x, axis)
+    expected = nn_call(name, x, axis, library=torch).detach()
     assert got.dtype == x.dtype and got.device == x.device and got.requires_grad
     assert_matches(host(got), host(expected))
 

@@ -169,6 +169,7 @@ def test_double_backward_raises(rng):
     (lambda x: gt.uniform_filter1d(x, 3, axis=2), Exception, "axis"),
     (lambda x: gt.gaussian_filter(x, (1.0, 2.0, 3.0)), ValueError, "sigma"),
     (lambda x: gt.gaussian_filter(x, 1.0, cval=1j), ValueError, "complex"),
+    (lambda x: gt.uniform_filter(x.to(torch.bfloat16), 3), TypeError, "bfloat16"),
 ])
 def test_bad_input_raises(call, error, match):
     x = torch.ones(3, 4, dtype=torch.float64, requires_grad=True)
@@ -220,6 +221,20 @@ def test_nn_forward_matches_torch(rng, name, dtype):
 def test_nn_forward_identical_to_ops(rng, name):
     x = cases.tensor(rng, (4, 6), DEVICE, dtype="float32")
     assert torch.equal(getattr(gt, name)(x).detach(), getattr(gpufilt.ops, name)(x.detach()))
+
+
+@needs_nn
+@pytest.mark.parametrize("name", ["relu", "sigmoid", "softmax", "log_softmax"])
+def test_nn_bfloat16_forward_and_backward(rng, name):
+    x64 = cases.tensor(rng, (3, 8), DEVICE)
+    x16 = x64.detach().to(torch.bfloat16).requires_grad_(True)
+    y = cases.nn_call(name, x16)
+    y.float().pow(2).sum().backward()
+    assert y.dtype == x16.grad.dtype == torch.bfloat16
+    reference = cases.nn_call(name, x64, library=torch)
+    reference.pow(2).sum().backward()
+    assert torch.allclose(y.double(), reference.detach(), rtol=2e-2, atol=5e-2)
+    assert torch.allclose(x16.grad.double(), x64.grad, rtol=5e-2, atol=5e-2)
 
 
 @needs_nn

@@ -198,7 +198,7 @@ def _check_call(input, output, cval):
                          "(use gpufilt.ndimage to write into an existing one)")
     if isinstance(cval, torch.Tensor):
         raise TypeError("cval must be a Python number (it gets no gradient), not a tensor")
-    return _args.check_cval(cval, Operand(input.detach()).dtype)
+    return _args.check_cval(cval, ndimage._filter_input(input.detach()).dtype)  # refuses bfloat16
 
 
 def _filter(input, passes, cval, weights=None):
