@@ -165,6 +165,7 @@ def test_double_backward_raises(rng):
     (lambda x: gt.correlate1d(x, [1.0, 1j]), TypeError, "complex weights"),
     (lambda x: gt.correlate1d(x, torch.ones(2, dtype=torch.complex128)), TypeError, "complex"),
     (lambda x: gt.correlate1d(x, [[1.0, 2.0]]), ValueError, "1-D"),
+    (lambda x: gt.convolve1d(x, torch.tensor(1.0)), ValueError, "1-D"),
     (lambda x: gt.correlate1d(x, [1.0, 2.0], origin=5), ValueError, "origin"),
     (lambda x: gt.uniform_filter1d(x, 3, axis=2), Exception, "axis"),
     (lambda x: gt.gaussian_filter(x, (1.0, 2.0, 3.0)), ValueError, "sigma"),

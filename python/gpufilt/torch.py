@@ -34,7 +34,6 @@ torch is an optional dependency, imported only by this module.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -232,10 +231,8 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
 
 def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """scipy.ndimage.convolve1d, differentiable in `input` and in `weights`."""
-    if isinstance(weights, torch.Tensor):
-        flipped = weights.flip(0) if weights.ndim == 1 else weights  # bad shapes: correlate1d says
-    else:
-        flipped = ndimage._as_weights(weights, ndim=1)[::-1]
+    taps, _ = _weights_taps(weights)  # checks the weights before they are flipped
+    flipped = weights.flip(0) if isinstance(weights, torch.Tensor) else taps[::-1]
     origin = -_args.check_origin(origin, len(flipped)) - (1 - len(flipped) % 2)
     return correlate1d(input, flipped, axis, output, mode, cval, origin)
 
