@@ -154,7 +154,7 @@ class Operand:
             obj = _buffer_as_numpy(obj, name)
             self.library = "numpy"
         elif self.library == "torch" and obj.requires_grad:
-            obj = obj.detach()  # a view: DLPack refuses tensors that require grad
+            obj = _untracked(obj, name)
         self.obj = obj
         if self.library in ("numpy", "cupy", "torch", "jax"):
             self.shape = tuple(obj.shape)
@@ -168,6 +168,19 @@ class Operand:
     @property
     def ndim(self):
         return len(self.shape)
+
+
+def _untracked(tensor, name):
+    """A detached view of a tensor that requires grad (DLPack refuses those),
+    where dropping its autograd history loses nothing: under torch.no_grad()
+    (or inside an autograd Function). With grad mode on the result would
+    silently carry no gradient, so that is refused."""
+    import torch
+    if torch.is_grad_enabled():
+        raise ValueError(f"{name} is a torch tensor that requires grad, and gpufilt's kernels do not "
+                         "record autograd history: use gpufilt.torch's functions to get gradients, "
+                         f"or pass {name}.detach() (or call under torch.no_grad()) to drop them")
+    return tensor.detach()
 
 
 def _buffer_as_numpy(obj, name):

@@ -191,16 +191,21 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
                     *, radius=None, axes=None, stream=None):
     """Multidimensional Gaussian filter (scipy.ndimage.gaussian_filter)."""
     src = _filter_input(input)
-    axes = _args.check_axes(axes, src.ndim)
+    passes = _gaussian_passes(src.ndim, sigma, order, mode, truncate, radius, axes)
+    return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+
+
+def _gaussian_passes(ndim, sigma, order, mode, truncate, radius, axes):
+    """gaussian_filter's 1-D passes (one per axis whose sigma is not ~0)."""
+    axes = _args.check_axes(axes, ndim)
     n = len(axes)
     sigmas = _args.normalize_sequence(sigma, n, "sigma")
     orders = _args.normalize_sequence(order, n, "order")
     modes = _args.normalize_sequence(mode, n, "mode")
     radii = _args.normalize_sequence(radius, n, "radius")
-    passes = [_gaussian_pass(ax, s, o, m, truncate, r)
-              for ax, s, o, m, r in zip(axes, sigmas, orders, modes, radii)
-              if _args.check_sigma(s) > 1e-15]
-    return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+    return [_gaussian_pass(ax, s, o, m, truncate, r)
+            for ax, s, o, m, r in zip(axes, sigmas, orders, modes, radii)
+            if _args.check_sigma(s) > 1e-15]
 
 
 def _uniform_pass(axis, size, origin, mode):
@@ -222,14 +227,19 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
                    stream=None):
     """Multidimensional uniform (box) filter (scipy.ndimage.uniform_filter)."""
     src = _filter_input(input)
-    axes = _args.check_axes(axes, src.ndim)
+    passes = _uniform_passes(src.ndim, size, origin, mode, axes)
+    return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+
+
+def _uniform_passes(ndim, size, origin, mode, axes):
+    """uniform_filter's 1-D passes (one per axis whose size is over 1)."""
+    axes = _args.check_axes(axes, ndim)
     n = len(axes)
     sizes = _args.normalize_sequence(size, n, "size")
     origins = _args.normalize_sequence(origin, n, "origin")
     modes = _args.normalize_sequence(mode, n, "mode")
-    passes = [_uniform_pass(ax, s, o, m) for ax, s, o, m in zip(axes, sizes, origins, modes)
-              if _args.check_size(s) > 1]
-    return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+    return [_uniform_pass(ax, s, o, m) for ax, s, o, m in zip(axes, sizes, origins, modes)
+            if _args.check_size(s) > 1]
 
 
 # ------------------------------------------------------- footprint filters
