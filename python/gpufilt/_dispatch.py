@@ -76,8 +76,11 @@ def _torch_dtype(dtype):
                      "uint64", "float16", "float32", "float64", "complex64", "complex128"):
             if hasattr(torch, name):
                 _TORCH_DTYPES[np.dtype(name)] = getattr(torch, name)
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":  # ml_dtypes' bfloat16 (see _numpy_dtype)
+        return torch.bfloat16
     try:
-        return _TORCH_DTYPES[np.dtype(dtype)]
+        return _TORCH_DTYPES[dtype]
     except KeyError:
         raise TypeError(f"torch has no dtype matching {np.dtype(dtype)}") from None
 
@@ -86,12 +89,24 @@ def _numpy_dtype(dtype):
     """numpy dtype of a numpy, cupy, jax or torch dtype."""
     if type(dtype).__module__ == "torch":
         name = str(dtype).rsplit(".", 1)[-1]
+        if name == "bfloat16":
+            return _bfloat16_dtype()
         try:
             return np.dtype(name)
         except TypeError:
             raise TypeError(f"input has unsupported dtype {dtype}; gpufilt accepts bool, integer, "
                             "float16/32/64 and complex64/128 tensors") from None
     return np.dtype(dtype)
+
+
+def _bfloat16_dtype():
+    """numpy has no bfloat16: ml_dtypes' is the one jax arrays carry too."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("input has dtype torch.bfloat16, which numpy describes only through ml_dtypes: "
+                        "pip install ml_dtypes (jax depends on it)") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 class Operand:
@@ -167,19 +182,20 @@ def _device_of(obj, library):
 
 # -------------------------------------------------------------------- output
 
-def allocate_like(src: Operand, dtype):
-    """An uninitialised array of src's shape and `dtype`, by src's own library
-    on src's device (cupy for CUDA arrays of other producers, numpy for plain
-    buffers and for jax, whose arrays are immutable)."""
+def allocate_like(src: Operand, dtype, shape=None):
+    """An uninitialised array of `shape` (default: src's) and `dtype`, by src's
+    own library on src's device (cupy for CUDA arrays of other producers, numpy
+    for plain buffers and for jax, whose arrays are immutable)."""
     dtype = np.dtype(dtype)
+    shape = src.shape if shape is None else tuple(shape)
     if src.library == "torch":
         import torch
-        return torch.empty(src.shape, dtype=_torch_dtype(dtype), device=src.obj.device)
+        return torch.empty(shape, dtype=_torch_dtype(dtype), device=src.obj.device)
     if src.device == "cuda":
         cupy = _import_cupy(src)
         with cupy.cuda.Device(src.device_id if src.device_id >= 0 else cupy.cuda.Device().id):
-            return cupy.empty(src.shape, dtype=dtype)
-    return np.empty(src.shape, dtype=dtype)
+            return cupy.empty(shape, dtype=dtype)
+    return np.empty(shape, dtype=dtype)
 
 
 def _import_cupy(src):

@@ -7,4 +7,6 @@ array of the caller's own library on the caller's device.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._ops_matmul import matmul
+
+__all__: list[str] = ["matmul"]

@@ -106,6 +106,9 @@ DType dtype_from_dlpack(const dlpack::DataType& t, const char* name) {
     case dlpack::kFloat: return dtype_from_kind('f', bytes, name, what);
     case dlpack::kComplex: return dtype_from_kind('c', bytes, name, what);
     case dlpack::kBool: return dtype_from_kind('b', bytes, name, what);
+    case dlpack::kBfloat:
+      if (bytes == 2) return DType::BFloat16;  // checked against ImportOptions::bfloat16 in import_array
+      unsupported_dtype(name, what);
     default: unsupported_dtype(name, what);
   }
 }
@@ -387,6 +390,7 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
       }
     }
   }
+  if (a.desc.dtype == DType::BFloat16 && !options.bfloat16) unsupported_dtype(name, "bfloat16");
   if (access == Access::Write && a.readonly) read_only(name);
   return a;
 }

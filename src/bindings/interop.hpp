@@ -22,6 +22,9 @@ struct ImportOptions {
   // Resolves the device of a CUDA pointer (CAI carries no device id); null in
   // builds without CUDA, which then report device id -1.
   int (*pointer_device)(const void*) = nullptr;
+  // Accept bfloat16 (DLPack only): for the kernels that handle it (matmul on
+  // cuBLAS); every other kernel keeps refusing it with a TypeError.
+  bool bfloat16 = false;
 };
 
 // An imported array. Holds what keeps the memory valid (the producer object,

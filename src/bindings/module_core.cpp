@@ -3,6 +3,7 @@
 
 #include "bindings/common.hpp"
 #include "bindings/export.hpp"
+#include "bindings/ops_matmul.hpp"
 #include "core/cpu_backend.hpp"
 
 namespace py = pybind11;
@@ -40,6 +41,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "gpufilt CPU kernels and array import";
   m.attr("__version__") = GPUFILT_VERSION;
   register_kernels<CpuPolicy>(m);
+  register_matmul<CpuPolicy>(m);
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
 }

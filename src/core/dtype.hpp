@@ -7,21 +7,22 @@
 
 namespace gpufilt {
 
-// Order matters only for dispatch tables; names follow numpy.
+// Order matters only for dispatch tables; names follow numpy (and ml_dtypes
+// for bfloat16, which only kernels that opt in accept: ImportOptions).
 enum class DType : int8_t {
   Bool, Int8, UInt8, Int16, UInt16, Int32, UInt32, Int64, UInt64,
-  Float16, Float32, Float64, Complex64, Complex128,
+  Float16, Float32, Float64, Complex64, Complex128, BFloat16,
 };
-constexpr int kNumDTypes = 14;
+constexpr int kNumDTypes = 15;
 
 inline int itemsize(DType t) {
-  static constexpr int sizes[kNumDTypes] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8, 8, 16};
+  static constexpr int sizes[kNumDTypes] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8, 8, 16, 2};
   return sizes[static_cast<int>(t)];
 }
 inline const char* dtype_name(DType t) {
   static constexpr const char* names[kNumDTypes] = {
       "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-      "uint64", "float16", "float32", "float64", "complex64", "complex128"};
+      "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16"};
   return names[static_cast<int>(t)];
 }
 inline bool is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
