@@ -205,9 +205,16 @@ void cublas_gemm(const GemmPlan& p, intptr_t stream_value) {
   DeviceHandle& h = device_handle(lib);
   std::lock_guard<std::mutex> lock(h.mutex);
   GF_CUBLAS_CHECK(lib, lib.set_stream(h.handle, stream));
-  if (batch == 1)  // the plain GEMM, as cupy.matmul and torch.mm call it
-    GF_CUBLAS_CHECK(lib, lib.gemm(h.handle, ta, tb, m, n, k, alpha, p.a.data, type, lda, p.b.data, type, ldb, beta,
-                                  p.c, type, ldc, compute, CUBLAS_GEMM_DEFAULT));
+  // The plain GEMM for one matrix, as cupy.matmul and torch.mm call it; one
+  // per matrix when a batch runs backwards (cuBLAS documents no sign for its
+  // batch strides).
+  const size_t item = itemsize(p.dtype);
+  const bool backwards = p.a.batch_stride < 0 || p.b.batch_stride < 0 || p.c_batch_stride < 0;
+  if (batch == 1 || backwards)
+    for (int64_t i = 0; i < p.batch; ++i)
+      GF_CUBLAS_CHECK(lib, lib.gemm(h.handle, ta, tb, m, n, k, alpha, p.a.data + i * p.a.batch_stride * item, type,
+                                    lda, p.b.data + i * p.b.batch_stride * item, type, ldb, beta,
+                                    p.c + i * p.c_batch_stride * item, type, ldc, compute, CUBLAS_GEMM_DEFAULT));
   else
     GF_CUBLAS_CHECK(lib, lib.gemm_strided_batched(h.handle, ta, tb, m, n, k, alpha, p.a.data, type, lda,
                                                   p.a.batch_stride, p.b.data, type, ldb, p.b.batch_stride, beta,
