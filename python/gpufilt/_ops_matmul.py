@@ -33,7 +33,8 @@ def matmul(a, b, trans_a=False, trans_b=False, out=None, *, stream=None):
     float32 and float64 on CUDA, where 16-bit types accumulate in float32 and
     float32 runs without TF32 (cupy's and numpy's results, not
     ``torch.backends.cuda.matmul.allow_tf32``'s). ``a``, ``b`` and ``out``
-    share one dtype.
+    share one dtype. torch.bfloat16 tensors need ml_dtypes installed (numpy's
+    name for bfloat16, which jax arrays carry too).
 
     Layouts: any strides BLAS can express, i.e. a unit stride in one of the
     last two axes and a leading dimension at least the other extent
