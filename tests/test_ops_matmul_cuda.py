@@ -287,8 +287,9 @@ def test_cpu_and_cuda_operands_raise_value_error(rng):
         ops.matmul(cupy.asarray(host), dev, out=np.zeros((4, 2), np.float32))
 
 
-@pytest.mark.skipif(cupy.cuda.runtime.getDeviceCount() < 2, reason="needs two CUDA devices")
 def test_operands_on_two_devices_raise_value_error(rng):
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two CUDA devices")
     with cupy.cuda.Device(0):
         a = cupy.ones((4, 3), cupy.float32)
     with cupy.cuda.Device(1):
