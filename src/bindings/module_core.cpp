@@ -5,6 +5,7 @@
 #include "bindings/ops_array.hpp"
 #include "bindings/ops_nn.hpp"
 #include "bindings/export.hpp"
+#include "bindings/ops_matmul.hpp"
 #include "core/cpu_backend.hpp"
 
 namespace py = pybind11;
@@ -44,6 +45,7 @@ PYBIND11_MODULE(_core, m) {
   register_kernels<CpuPolicy>(m);
   register_array_ops<CpuPolicy>(m);
   register_nn_ops<CpuPolicy>(m);
+  register_matmul<CpuPolicy>(m);
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
 }

@@ -8,6 +8,7 @@
 #include "bindings/common.hpp"
 #include "bindings/ops_array.hpp"
 #include "bindings/ops_nn.hpp"
+#include "bindings/ops_matmul.hpp"
 #include "cuda/api.hpp"
 
 namespace py = pybind11;
@@ -96,6 +97,7 @@ PYBIND11_MODULE(_cuda, m) {
   register_kernels<CudaPolicy>(m);
   register_array_ops<CudaPolicy>(m);
   register_nn_ops<CudaPolicy>(m);
+  register_matmul<CudaPolicy>(m);
   m.def("runtime_info", &runtime_info, "CUDA driver, runtime and devices, or why none is usable.");
   m.def("unusable_reason", []() { return unusable_reason(); },
         "Why no CUDA device is usable, or '' when one is.");
