@@ -212,7 +212,10 @@ def test_torch_cpu_tensors_give_a_torch_tensor(rng):
     torch = pytest.importorskip("torch")
     a, b = random_matrices(rng, (2, 5, 3), "float32"), random_matrices(rng, (2, 3, 4), "float32")
     ta = torch.from_numpy(a).requires_grad_(True)
-    got = ops.matmul(ta, torch.from_numpy(b))
+    with pytest.raises(ValueError, match="requires grad.*gpufilt.torch"):
+        ops.matmul(ta, torch.from_numpy(b))  # no autograd history: refused while grad mode is on
+    with torch.no_grad():
+        got = ops.matmul(ta, torch.from_numpy(b))
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.device.type == "cpu"
     assert_gemm_close(got.numpy(), a, b)
     out = torch.empty(2, 4, 5)
