@@ -18,9 +18,7 @@ import numpy as np
 import pytest
 
 import gpufilt
-from gpufilt import _external, ndimage
-
-from _helpers import CUDA_USABLE
+from gpufilt import ndimage
 
 EMBED_DIR = pathlib.Path(__file__).resolve().parents[1] / "examples" / "embed"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpufilt import _dispatch, _ops_nn, ops
+from gpufilt import _dispatch, _range_errors, ops
 
 from _helpers import FLOAT_DTYPES, assert_matches, random_array
 from test_ops_nn import (random_labels, random_probabilities, ref_cross_entropy, ref_cross_entropy_grad,
@@ -34,10 +34,10 @@ def host(x):
 
 @pytest.fixture(autouse=True)
 def no_stale_label_error():
-    """Each test starts with no out-of-range label recorded."""
+    """Each test starts with no out-of-range index recorded."""
     cupy.cuda.Device().synchronize()
     try:
-        _ops_nn.raise_recorded_label_error(_dispatch._cuda)
+        _range_errors.raise_recorded(_dispatch._cuda)
     except IndexError:
         pass
 

@@ -1,12 +1,9 @@
 """Array operations of gpufilt.ops: fill, broadcast_to, sum, add, multiply,
 gather; numpy's names, signatures and result dtypes, on CPU and CUDA arrays.
 
-Errors from the GPU's gather: an out-of-range index cannot raise during the
-call, because reading a device flag would block the host (and break CUDA
-graph capture). The kernel writes zeros where an index is out of range, never
-reads out of bounds, and records the index in host-mapped memory; the next
-gpufilt.ops call that finds the record raises IndexError, and
-``check_errors()`` waits for a stream and raises at once.
+An out-of-range index in a GPU gather raises IndexError at the next
+gpufilt.ops call, or in ``gpufilt.ops.check_errors()`` (see
+_range_errors.py).
 """
 from __future__ import annotations
 
@@ -16,30 +13,14 @@ import numpy as np
 
 from . import _dispatch
 from ._dispatch import BFLOAT16, Operand, dtype_kind, hand_back, is_bfloat16
+from ._range_errors import ops_backend
 
-__all__ = ["fill", "broadcast_to", "sum", "add", "multiply", "gather", "check_errors"]
+__all__ = ["fill", "broadcast_to", "sum", "add", "multiply", "gather"]
 
 _AxisError = getattr(getattr(np, "exceptions", np), "AxisError", ValueError)
 
 
 # ------------------------------------------------------------------ helpers
-
-def _module(src: Operand, stream):
-    """(kernel module, stream int) for src's device; first raises any
-    out-of-range index an earlier CUDA gather recorded."""
-    module, stream = _dispatch._backend(src, stream)
-    if src.device == "cuda":
-        _raise_recorded_index_error(module)
-    return module, stream
-
-
-def _raise_recorded_index_error(module):
-    record = module.take_index_error()
-    if record is not None:
-        index, size = record
-        raise IndexError(f"an earlier gpufilt.ops.gather on the GPU met index {index}, out of bounds for an "
-                         f"axis of size {size}; the elements it indexed were written as zeros")
-
 
 def _same_device(named):
     """ValueError unless every (name, Operand) is on the first one's device."""
@@ -84,7 +65,7 @@ def fill(x, value, *, stream=None):
     """Sets every element of ``x`` to ``value`` in place (``x.fill(value)``:
     numpy's conversion and range checks); returns ``x``."""
     src = _operand(x, "x")
-    module, stream = _module(src, stream)
+    module, stream = ops_backend(src, stream)
     data, name = _scalar_bytes(value, src.dtype)
     module.fill(src.obj, data, name, stream)
     return x
@@ -98,7 +79,7 @@ def broadcast_to(x, out, *, stream=None):
     _same_device([("x", src), ("out", dst)])
     if dst.dtype != src.dtype:
         raise TypeError(f"out has dtype {dst.dtype}; x has dtype {src.dtype}: they must be equal")
-    module, stream = _module(src, stream)
+    module, stream = ops_backend(src, stream)
     module.broadcast_to(src.obj, dst.obj, stream)
     return out
 
@@ -169,7 +150,7 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, stream=None):  # 
     shape = tuple(1 if d in axes else n for d, n in enumerate(src.shape) if keepdims or d not in axes)
     wanted = _requested_dtype(dtype)
     default = wanted if wanted is not None else _sum_dtype(src.dtype)
-    module, stream = _module(src, stream)
+    module, stream = ops_backend(src, stream)
     if out is None:
         result = _dispatch.allocate_like(src, default, shape)
         module.sum(src.obj, list(axes), result, stream)
@@ -229,7 +210,7 @@ def _binary(op, a, b, out, stream):
         raise ValueError(f"a of shape {tuple(x.shape)} and b of shape {tuple(y.shape)} do not broadcast "
                          "together") from None
     dtype = result_type(x.dtype, y.dtype)
-    module, stream = _module(x, stream)
+    module, stream = ops_backend(x, stream)
     target = _output(out, x, shape, dtype, op)
     module.binary(op, x.obj, y.obj, _kernel_array(target), stream)
     return out if out is not None else hand_back(target, x)
@@ -252,7 +233,7 @@ def _output(out, src: Operand, shape, dtype, op):
 
 def _binary_scalar(op, x: Operand, value, out, stream):
     dtype = _scalar_result_type(x.dtype, value)
-    module, stream = _module(x, stream)
+    module, stream = ops_backend(x, stream)
     data, name = _scalar_bytes(value, dtype)
     target = _output(out, x, tuple(x.shape), dtype, op)
     module.binary_scalar(op, x.obj, data, name, _kernel_array(target), stream)
@@ -303,24 +284,7 @@ def gather(source, index, axis=0, out=None, *, stream=None):
         raise _AxisError(f"axis {axis} is out of bounds for array of dimension {src.ndim}")
     axis = int(axis) % src.ndim
     shape = tuple(src.shape[:axis]) + tuple(idx.shape) + tuple(src.shape[axis + 1:])
-    module, stream = _module(src, stream)
+    module, stream = ops_backend(src, stream)
     target = _output(out, src, shape, src.dtype, "take")
     module.gather(src.obj, idx.obj, axis, _kernel_array(target), stream)
     return out if out is not None else hand_back(target, src)
-
-
-def check_errors(x=None, *, stream=None):
-    """Raises IndexError now if a GPU gather met an out-of-range index.
-
-    Waits for ``stream`` (default: the current stream of ``x``'s library, or
-    the legacy default stream) and nothing else, then reads the record the
-    gather kernels keep. A no-op without CUDA."""
-    if _dispatch._cuda is None or _dispatch._cuda.unusable_reason():
-        return
-    module = _dispatch._cuda
-    if x is not None:
-        stream = _dispatch.resolve_stream(stream, Operand(x, "x"))
-    elif stream is not None:
-        stream = _dispatch.resolve_stream(stream, None)
-    module.synchronize_stream(stream or 0)
-    _raise_recorded_index_error(module)

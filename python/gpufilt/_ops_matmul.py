@@ -14,6 +14,7 @@ import sys
 
 from . import _dispatch
 from ._dispatch import Operand
+from ._range_errors import ops_backend
 
 __all__ = ["matmul"]
 
@@ -48,7 +49,7 @@ def matmul(a, b, trans_a=False, trans_b=False, out=None, *, stream=None):
     handle (an allocation), so make it before capturing a CUDA graph.
     """
     src, other = Operand(a, "a"), Operand(b, "b")
-    module, stream = _dispatch._backend(src, stream)
+    module, stream = ops_backend(src, stream)
     trans_a, trans_b = bool(trans_a), bool(trans_b)
     shape = module.matmul_shape(src.shape, other.shape, trans_a, trans_b)
     blas_info(module)

@@ -17,18 +17,16 @@ soft, logits' shape and dtype). The class axis is ``axis`` (default -1, the
 is the mean over every other index, as torch's ``reduction='mean'``.
 
 Out-of-range index labels raise IndexError on the CPU. A CUDA kernel cannot
-raise without the host waiting for it, which would break streams and CUDA
-graph capture. As gather does (_ops_array.py): the kernel never reads through
-a bad label, the loss becomes NaN (and the gradient rows of the bad labels
-NaN) so the error shows in the result, and the first bad label is recorded in
-host-mapped memory; the next gpufilt.ops call on CUDA raises it as
-IndexError (or check_errors(), which waits for a stream first).
+raise without the host waiting for it: the loss becomes NaN (and the
+gradient rows of the bad labels NaN) so the error shows in the result, and
+the next gpufilt.ops call on CUDA raises IndexError, or check_errors(), which
+waits for a stream first (see _range_errors.py).
 """
 from __future__ import annotations
 
-from . import _dispatch
 from ._args import check_axis
 from ._dispatch import Operand, allocate_like, dtype_kind, hand_back
+from ._range_errors import ops_backend
 
 __all__ = ["relu", "relu_grad", "sigmoid", "sigmoid_grad", "softmax", "log_softmax",
            "softmax_cross_entropy", "softmax_cross_entropy_grad"]
@@ -73,27 +71,6 @@ def _axis(axis, ndim):
     return check_axis(axis, ndim)
 
 
-def _backend(src, stream):
-    """(kernel module, stream int); on CUDA first raises a bad label an
-    earlier cross-entropy kernel recorded."""
-    module, stream = _dispatch._backend(src, stream)
-    if src.device == "cuda":
-        raise_recorded_label_error(module)
-    return module, stream
-
-
-def raise_recorded_label_error(module):
-    """IndexError for the first out-of-range label that a finished CUDA
-    cross-entropy kernel recorded (the record is then cleared). Never waits
-    for the device: call it after synchronising to see every kernel."""
-    record = module.take_label_error()
-    if record is not None:
-        label, classes = record
-        raise IndexError(f"an earlier gpufilt.ops softmax_cross_entropy on the GPU met label {label}, "
-                         f"out of range for {classes} classes (0 <= label < {classes}); its loss and "
-                         "gradient rows were written as NaN")
-
-
 def _finish(out, result, src):
     return hand_back(out, src) if result is None else result
 
@@ -106,7 +83,7 @@ def _pointwise(op, x, grad, out, stream, x_name="x"):
     if grad is not None:
         g = Operand(grad, "grad")
         _like(src, g, "grad", x_name, op)
-    module, stream = _backend(src, stream)
+    module, stream = ops_backend(src, stream)
     dst, result = _out(out, src, src.shape, op)
     module.nn_pointwise(op, src.obj, None if g is None else g.obj, dst, stream)
     return _finish(dst, result, src)
@@ -139,7 +116,7 @@ def _softmax(x, axis, out, stream, log):
     op = "log_softmax" if log else "softmax"
     src = _float_operand(x, "x", op)
     axis = _axis(axis, src.ndim)
-    module, stream = _backend(src, stream)
+    module, stream = ops_backend(src, stream)
     dst, result = _out(out, src, src.shape, op)
     module.softmax(src.obj, dst, axis, log, stream)
     return _finish(dst, result, src)
@@ -197,7 +174,7 @@ def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
     """
     op = "softmax_cross_entropy"
     src, lab, axis = _cross_entropy_args(logits, labels, axis, op)
-    module, stream = _backend(src, stream)
+    module, stream = ops_backend(src, stream)
     dst, result = _out(out, src, (), op)
     module.softmax_cross_entropy(src.obj, lab.obj, axis, dst, stream)
     return _finish(dst, result, src)
@@ -223,7 +200,7 @@ def softmax_cross_entropy_grad(logits, labels, grad=None, out=None, *, axis=-1, 
         if dtype_kind(g.dtype) != "f":
             raise TypeError(f"{op}: grad has dtype {g.dtype}; a float dtype is needed")
         scale = g.obj
-    module, stream = _backend(src, stream)
+    module, stream = ops_backend(src, stream)
     dst, result = _out(out, src, src.shape, op)
     module.softmax_cross_entropy_grad(src.obj, lab.obj, axis, scale, dst, stream)
     return _finish(dst, result, src)

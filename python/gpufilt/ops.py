@@ -7,10 +7,12 @@ array of the caller's own library on the caller's device.
 """
 from __future__ import annotations
 
-from . import _ops_array, _ops_nn
-from ._ops_array import add, broadcast_to, check_errors, fill, gather, multiply, sum  # noqa: A004
+from ._ops_array import add, broadcast_to, fill, gather, multiply, sum  # noqa: A004 - numpy's name
 from ._ops_matmul import matmul
-from ._ops_nn import (log_softmax, relu, relu_grad, sigmoid, sigmoid_grad,
-                      softmax, softmax_cross_entropy, softmax_cross_entropy_grad)
+from ._ops_nn import (log_softmax, relu, relu_grad, sigmoid, sigmoid_grad, softmax, softmax_cross_entropy,
+                      softmax_cross_entropy_grad)
+from ._range_errors import check_errors
 
-__all__: list[str] = [*_ops_array.__all__, "matmul", *_ops_nn.__all__]
+__all__ = ["fill", "broadcast_to", "sum", "add", "multiply", "gather", "matmul",
+           "relu", "relu_grad", "sigmoid", "sigmoid_grad", "softmax", "log_softmax",
+           "softmax_cross_entropy", "softmax_cross_entropy_grad", "check_errors"]

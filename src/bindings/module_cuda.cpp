@@ -98,6 +98,16 @@ PYBIND11_MODULE(_cuda, m) {
   register_array_ops<CudaPolicy>(m);
   register_nn_ops<CudaPolicy>(m);
   register_matmul<CudaPolicy>(m);
+  m.def("take_range_error", []() -> py::object {
+    const cuda::RangeError e = cuda::take_range_error();
+    if (e.kind == cuda::RangeErrorKind::None) return py::none();
+    return py::make_tuple(e.kind == cuda::RangeErrorKind::Index ? "index" : "label", e.value, e.bound);
+  }, "The first out-of-range index a finished kernel met (gather's index or cross-entropy's label), as "
+     "(kind, value, bound), and clears it; None when there is none. Never synchronises.");
+  m.def("synchronize_stream", [](intptr_t stream) {
+    py::gil_scoped_release nogil;
+    cuda::synchronize_stream(stream);
+  }, py::arg("stream"), "Waits for the work enqueued on `stream` (for explicit error checks only).");
   m.def("runtime_info", &runtime_info, "CUDA driver, runtime and devices, or why none is usable.");
   m.def("unusable_reason", []() { return unusable_reason(); },
         "Why no CUDA device is usable, or '' when one is.");

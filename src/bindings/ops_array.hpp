@@ -145,20 +145,7 @@ void register_array_ops(py::module_& m) {
     else cuda::gather(s.desc, i.desc, axis, o.desc, policy.stream());
   }, py::arg("source"), py::arg("index"), py::arg("axis"), py::arg("out"), py::arg("stream"),
      "out = numpy.take(source, index, axis); out-of-range indices raise IndexError (on CUDA: see "
-     "take_index_error).");
-
-  if constexpr (Policy::device == Device::CUDA) {
-    m.def("take_index_error", []() -> py::object {
-      const cuda::IndexErrorRecord r = cuda::take_index_error();
-      if (!r.found) return py::none();
-      return py::make_tuple(r.index, r.axis_length);
-    }, "The first out-of-range index a finished CUDA gather met, as (index, axis length), and clears it; "
-       "None when there is none. Never synchronises.");
-    m.def("synchronize_stream", [](intptr_t stream) {
-      py::gil_scoped_release nogil;
-      cuda::synchronize_stream(stream);
-    }, py::arg("stream"), "Waits for the work enqueued on `stream` (for explicit error checks only).");
-  }
+     "take_range_error).");
 }
 
 }  // namespace gpufilt

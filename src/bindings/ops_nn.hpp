@@ -122,15 +122,6 @@ void register_nn_ops(py::module_& m) {
     else cuda::cross_entropy_grad(rows, scale, policy.stream());
   }, py::arg("logits"), py::arg("labels"), py::arg("axis"), py::arg("grad"), py::arg("out"), py::arg("stream"),
      "out = (softmax(logits) - onehot(labels)) * grad / rows, fused row by row.");
-
-  if constexpr (!cpu) {
-    m.def("take_label_error", []() -> py::object {
-      const cuda::LabelError e = cuda::take_label_error();
-      if (!e.found) return py::none();
-      return py::make_tuple(e.label, e.classes);
-    }, "The first out-of-range label a finished CUDA cross-entropy kernel met, as (label, classes), and "
-       "clears it; None when there is none. Never synchronises.");
-  }
 }
 
 }  // namespace gpufilt

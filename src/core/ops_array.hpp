@@ -132,26 +132,11 @@ namespace cuda {
 void copy_broadcast(const ArrayDesc& src, const ArrayDesc& out, intptr_t stream);
 void sum(const ArrayDesc& x, const std::vector<int>& axes, const ArrayDesc& out, intptr_t stream);
 
-// The gather kernel checks every index. It cannot raise: reading a device
-// flag would need a host-blocking sync, which no call may do. An element
-// whose index is out of range is written as zero bits instead (never read out
-// of bounds), and the kernel records the bad index in a small process-wide
-// record in mapped (zero-copy) host memory. take_index_error() reads that
-// record without synchronising anything: it sees what kernels finished so
-// far; gpufilt raises it as IndexError at the next ops call, or at once
-// through gpufilt.ops.check_errors(), which synchronises only the stream it
-// is given.
+// The gather kernel checks every index. It cannot raise (src/cuda/
+// range_error.cuh): an element whose index is out of range is written as
+// zero bits (never read out of bounds) and the index is recorded for
+// take_range_error (cuda/api.hpp).
 void gather(const ArrayDesc& source, const ArrayDesc& index, int axis, const ArrayDesc& out, intptr_t stream);
-
-struct IndexErrorRecord {
-  bool found = false;
-  int64_t index = 0, axis_length = 0;
-};
-// The first out-of-range index recorded since the last call, and clears it.
-IndexErrorRecord take_index_error();
-
-// Waits for `stream` (only for the explicit error check the user asks for).
-void synchronize_stream(intptr_t stream);
 
 }  // namespace cuda
 }  // namespace gpufilt

@@ -214,25 +214,14 @@ void cpu_cross_entropy_grad(const Rows& rows, const LossScale& grad);
 
 namespace cuda {
 // CUDA (src/cuda/ops_nn.cu), enqueued on `stream` of the current device.
-// An out-of-range index label cannot raise: reading anything the kernel
-// wrote would make the host wait, which no call may do (and which CUDA graph
-// capture forbids). The kernel never reads through a bad label; the row's
-// loss (hence the mean) and its gradient row become NaN, and the first bad
-// label is recorded in mapped host memory for take_label_error. This follows
-// gather's design (ops_array.hpp: zero-copy record, raised at the next ops
-// call, or at once by an explicit check that waits for a stream).
+// An out-of-range index label cannot raise (src/cuda/range_error.cuh): the
+// kernel never reads through it, the row's loss (hence the mean) and its
+// gradient row become NaN, and the label is recorded for take_range_error
+// (cuda/api.hpp).
 void pointwise(Pointwise op, const Rows& rows, intptr_t stream);
 void softmax(const Rows& rows, bool log, intptr_t stream);
 void cross_entropy(const Rows& rows, const ArrayDesc& loss, intptr_t stream);
 void cross_entropy_grad(const Rows& rows, const LossScale& grad, intptr_t stream);
-
-struct LabelError {
-  bool found = false;
-  int64_t label = 0, classes = 0;
-};
-// The first out-of-range label that kernels finished so far recorded, and
-// clears the record. Never waits for the device.
-LabelError take_label_error();
 }  // namespace cuda
 
 }  // namespace gpufilt

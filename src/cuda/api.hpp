@@ -77,4 +77,17 @@ struct RuntimeInfo {
 };
 RuntimeInfo runtime_info();
 
+// The first out-of-range index a finished kernel recorded (range_error.cuh),
+// then cleared; kind None when there is none. Never synchronises.
+enum class RangeErrorKind : int { None = 0, Index = 1, Label = 2 };  // gather index; cross-entropy label
+struct RangeError {
+  RangeErrorKind kind = RangeErrorKind::None;
+  int64_t value = 0, bound = 0;
+};
+RangeError take_range_error();
+
+// Waits for the work enqueued on `stream`: for explicit error checks only
+// (gpufilt.ops.check_errors), never inside a kernel call.
+void synchronize_stream(intptr_t stream);
+
 }  // namespace gpufilt::cuda

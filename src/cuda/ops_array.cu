@@ -1,9 +1,8 @@
 // CUDA kernels of the array operations (core/ops_array.hpp): broadcasting
 // copies and fills, sums over any axes, and checked gathers. Everything is
 // enqueued on the caller's stream; temporaries come from cudaMallocAsync on
-// it; nothing synchronises the host (synchronize_stream is only called when
-// the user asks for gpufilt.ops.check_errors), so every call can be
-// captured in a CUDA graph.
+// it; nothing synchronises the host, so every call can be captured in a CUDA
+// graph.
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -11,6 +10,7 @@
 
 #include "core/ops_array.hpp"
 #include "cuda/check.cuh"
+#include "cuda/range_error.cuh"
 #include "cuda/elements.cuh"
 #include "cuda/strided.cuh"
 
@@ -223,44 +223,13 @@ struct SumLaunch {
 
 // ---- gather -------------------------------------------------------------------
 
-// The record of an out-of-range index, in mapped host memory: the kernel
-// writes it through the device alias, the host reads it without any sync.
-struct IndexErrorSlot {
-  volatile int64_t index, axis_length;
-  volatile int found;
-};
-
-IndexErrorSlot* host_slot = nullptr;
-IndexErrorSlot* device_slot = nullptr;
-
-// Allocated once per process. cudaHostAlloc is not stream-ordered, so it is
-// made in relaxed capture mode: a first gather inside a graph capture is fine.
-IndexErrorSlot* error_slot() {
-  if (!device_slot) {
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    GF_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-    void* p = nullptr;
-    cudaError_t err = cudaHostAlloc(&p, sizeof(IndexErrorSlot), cudaHostAllocMapped | cudaHostAllocPortable);
-    void* d = nullptr;
-    if (err == cudaSuccess) {
-      std::memset(p, 0, sizeof(IndexErrorSlot));
-      err = cudaHostGetDevicePointer(&d, p, 0);
-    }
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    GF_CUDA_CHECK(err);
-    host_slot = static_cast<IndexErrorSlot*>(p);
-    device_slot = static_cast<IndexErrorSlot*>(d);
-  }
-  return device_slot;
-}
-
 struct GatherArgs {
   StridedLoop<3> loop;  // out, source (without the axis), index
   char* out;
   const char* source;
   const char* index;
   int64_t axis_length, axis_stride;
-  IndexErrorSlot* error;
+  RangeErrorSlot* error;
 };
 
 template <DType I, class W>
@@ -273,14 +242,11 @@ __global__ void __launch_bounds__(kLoopThreads) gather_kernel(const __grid_const
     W v{};
     if (i < g.axis_length) {
       v = *reinterpret_cast<const W*>(g.source + off[1] + i * g.axis_stride);
-    } else if (!g.error->found) {  // any one bad index will do; plain stores (PCIe has no host atomics)
+    } else {
       using S = typename storage<I>::type;
       S raw;
       copy_element(&raw, g.index + off[2], sizeof(S));
-      g.error->index = (int64_t)raw;
-      g.error->axis_length = g.axis_length;
-      __threadfence_system();
-      g.error->found = 1;
+      record_range_error(g.error, RangeErrorKind::Index, (int64_t)raw, g.axis_length);
     }
     *reinterpret_cast<W*>(g.out + off[0]) = v;
   }
@@ -368,20 +334,9 @@ void gather(const ArrayDesc& source, const ArrayDesc& index, int axis, const Arr
   g.index = index.data;
   g.axis_length = p.axis_length;
   g.axis_stride = p.axis_stride;
-  g.error = error_slot();
+  g.error = range_error_slot();
   dispatch_real_dtype<GatherLaunch>(index.dtype, g, itemsize(out.dtype), as_stream(stream));
 }
 
-IndexErrorRecord take_index_error() {
-  IndexErrorRecord r;
-  if (!host_slot || !host_slot->found) return r;
-  r.found = true;
-  r.index = host_slot->index;
-  r.axis_length = host_slot->axis_length;
-  host_slot->found = 0;
-  return r;
-}
-
-void synchronize_stream(intptr_t stream) { GF_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream))); }
 
 }  // namespace gpufilt::cuda

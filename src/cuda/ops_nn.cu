@@ -17,7 +17,7 @@
 // Out-of-range index labels: no host wait is allowed inside a call, so the
 // kernel cannot raise. It never reads through a bad label; the row's loss and
 // gradient become NaN (visible in the result) and the first bad label goes to
-// a record in mapped host memory that take_label_error reads without waiting.
+// the process-wide record of range_error.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -28,42 +28,13 @@
 #include "core/ops_nn.hpp"
 #include "cuda/api.hpp"
 #include "cuda/check.cuh"
+#include "cuda/range_error.cuh"
 
 namespace gpufilt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSM = 8;  // 2048 resident threads per SM at 256 threads a block
-
-// The first out-of-range label, in pinned host memory mapped into every
-// device's address space: kernels write it, the host reads it without any
-// synchronisation (it sees what finished kernels wrote).
-struct LabelRecord {
-  unsigned int claimed, found;
-  long long label, classes;
-};
-
-// Allocated once per process, at the first cross-entropy call with index
-// labels (not per call); like cuBLAS handles before a torch graph capture, a
-// CUDA graph should be captured after one eager call.
-LabelRecord* label_record() {
-  static LabelRecord* record = [] {
-    void* p = nullptr;
-    GF_CUDA_CHECK(cudaHostAlloc(&p, sizeof(LabelRecord), cudaHostAllocMapped | cudaHostAllocPortable));
-    std::memset(p, 0, sizeof(LabelRecord));
-    return static_cast<LabelRecord*>(p);
-  }();
-  return record;
-}
-
-// The first writer claims the record, fills it, then publishes it.
-__device__ void record_bad_label(LabelRecord* record, int64_t label, int64_t classes) {
-  if (atomicCAS(&record->claimed, 0u, 1u) != 0u) return;
-  record->label = label;
-  record->classes = classes;
-  __threadfence_system();
-  atomicExch(&record->found, 1u);
-}
 
 // ---------------------------------------------------------- element access
 
@@ -217,7 +188,7 @@ struct RowArgs {
   LossScale scale;   // CrossEntropyGrad: the upstream gradient
   double inv_rows;   // 1 / rows.count
   double* partials;  // CrossEntropy: one loss sum per block
-  LabelRecord* bad_label;  // CrossEntropy and its gradient with index labels
+  RangeErrorSlot* bad_label;  // CrossEntropy and its gradient with index labels
 };
 
 // For the elements j of a row this lane owns: f(j, x_j, p_j) (p_j = 0
@@ -356,14 +327,14 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
             loss_sum += (double)s.index_loss(ld<T>(x + label * r.step[0], a.aligned));
           } else {
             loss_sum += (double)NAN;
-            record_bad_label(a.bad_label, label, r.length);
+            record_range_error(a.bad_label, RangeErrorKind::Label, label, r.length);
           }
         }
         break;
       case RowOp::CrossEntropyGrad: {
         const int64_t label = probabilities ? 0 : load_label(p, r.label_dtype);
         const bool ok = probabilities || label_ok(label, r.length);
-        if (!ok && lane == 0) record_bad_label(a.bad_label, label, r.length);
+        if (!ok && lane == 0) record_range_error(a.bad_label, RangeErrorKind::Label, label, r.length);
         const A bad = ok ? A(0) : A(NAN);  // NaN marks the row of a bad label
         for_row<true, T, G>(r, a, x, p, o, probabilities, lane, [&](int64_t j, A xv, A pv) {
           const A target = probabilities ? pv : A(j == label);
@@ -452,7 +423,7 @@ void softmax(const Rows& rows, bool log, intptr_t stream) {
 void cross_entropy(const Rows& rows, const ArrayDesc& loss, intptr_t stream) {
   const cudaStream_t s = as_stream(stream);
   RowArgs args = row_args(RowOp::CrossEntropy, rows);
-  if (rows.index_labels) args.bad_label = label_record();
+  if (rows.index_labels) args.bad_label = range_error_slot();
   const int blocks = rows.count ? row_blocks(rows) : 0;
   CudaBackend backend(stream);
   std::unique_ptr<TempBuffer> partials = backend.allocate((int64_t)std::max(blocks, 1) * sizeof(double));
@@ -472,18 +443,8 @@ void cross_entropy_grad(const Rows& rows, const LossScale& grad, intptr_t stream
   if (!rows.count) return;
   RowArgs args = row_args(RowOp::CrossEntropyGrad, rows);
   args.scale = grad;
-  if (rows.index_labels) args.bad_label = label_record();
+  if (rows.index_labels) args.bad_label = range_error_slot();
   dispatch_float(rows.dtype, [&](auto t) { launch_rows<decltype(t)::value>(rows, args, as_stream(stream)); });
-}
-
-LabelError take_label_error() {
-  volatile LabelRecord* record = label_record();
-  LabelError e;
-  if (!record->found) return e;
-  e = {true, record->label, record->classes};
-  record->found = 0;
-  record->claimed = 0;
-  return e;
 }
 
 }  // namespace gpufilt::cuda
