@@ -84,7 +84,7 @@ def build_ops():
                              "torch": lambda d: d["t_out"].fill_(1.5)}),
         Op("broadcast_to (row -> matrix)", four(1),
            {"gpufilt": lambda d: ops.broadcast_to(d["row"], d["OUT"]),
-            "cupy": lambda d: cupy.copyto(d["OUT"], d["row"]),
+            "cupy": lambda d: (cupy.copyto(d["OUT"], d["row"]), d["OUT"])[1],
             "torch": lambda d: d["t_OUT"].copy_(d["t_row"].expand_as(d["t_OUT"]))}),
         Op("add", four(3), {"gpufilt": lambda d: ops.add(d["x"], d["y"], out=d["out"]),
                             "cupy": lambda d: cupy.add(d["x"], d["y"], out=d["out"]),

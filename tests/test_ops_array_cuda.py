@@ -23,7 +23,7 @@ RTOL = {2: 1e-3, 4: 1e-6, 8: 1e-12}
 def on_gpu(x, kind="C"):
     """A cupy array with x's values in layout `kind`."""
     x = np.asarray(x)
-    if kind == "C":
+    if kind == "C" or x.ndim == 0:  # a 0-d array has one layout (cupy's asfortranarray would make it 1-d)
         return cupy.asarray(x)
     if kind == "F":
         return cupy.asfortranarray(cupy.asarray(x))

@@ -7,6 +7,9 @@ Every test is marked `cuda` (skipped without a usable device, see
 conftest.py); results come back to the host in the test only."""
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,6 +20,20 @@ from gpufilt import torch as gt  # noqa: E402
 
 import _torch_cases as cases  # noqa: E402
 from _helpers import MODES  # noqa: E402
+
+
+@contextlib.contextmanager
+def no_synchronising_torch_calls():
+    """Any synchronising torch call inside raises (torch's sync debug mode,
+    a prototype that warns so when switched on)."""
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="torch without CUDA")]
@@ -108,12 +125,8 @@ def _filters_and_backward(x):
 def test_forward_and_backward_stay_on_the_device(rng):
     x = cases.tensor(rng, (9, 11), DEVICE)
     expected = _filters_and_backward(x.detach().cpu().requires_grad_(True))
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")  # any synchronising torch call raises
-    try:
+    with no_synchronising_torch_calls():
         got = _filters_and_backward(x)
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     assert torch.allclose(got.cpu(), expected, rtol=1e-12, atol=1e-12)
 
 
@@ -167,13 +180,9 @@ def test_softmax_cross_entropy_class_axis_1(rng):
 def test_nn_stay_on_the_device(rng):
     logits = cases.tensor(rng, (8, 10), DEVICE)
     labels = cases.labels_for(rng, 8, 10, DEVICE, one_hot=False)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_synchronising_torch_calls():
         loss = (gt.softmax_cross_entropy(logits, labels) + gt.relu(logits).sum()
                 + gt.sigmoid(logits).sum() + gt.softmax(logits).pow(2).sum()
                 + gt.log_softmax(logits, 0).sum())
         (grad,) = torch.autograd.grad(loss, logits)
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     assert grad.device == logits.device and torch.isfinite(grad).all()
