@@ -80,6 +80,18 @@ __device__ void locate(const Geometry& g, int64_t index, int64_t* coord, int64_t
   }
 }
 
+// True when every tap of the element at `coord` lies inside the array
+// (p: FootprintParams or BoxParams), so no boundary arithmetic is needed.
+template <class Params>
+__device__ __forceinline__ bool is_interior(const Params& p, const int64_t* coord) {
+  bool interior = true;
+  for (int k = 0; k < p.nspan; ++k) {
+    const int64_t c = coord[p.span_dim[k]];
+    interior = interior && c >= p.lo[k] && c < p.hi[k];
+  }
+  return interior;
+}
+
 // Input value of tap t for the element at `coord` (cval outside in Constant mode).
 template <DType In>
 __device__ double tap_value(const char* in, const Geometry& g, const FootprintParams& p, const int64_t* coord,
@@ -153,11 +165,7 @@ __global__ void footprint_kernel(const char* __restrict__ in, char* __restrict__
        index += (int64_t)gridDim.x * blockDim.x) {
     int64_t in_off, out_off;
     locate(g, index, coord, in_off, out_off);
-    bool interior = true;
-    for (int k = 0; k < p.nspan; ++k) {
-      const int64_t c = coord[p.span_dim[k]];
-      interior = interior && c >= p.lo[k] && c < p.hi[k];
-    }
+    const bool interior = is_interior(p, coord);
     double result;
     if (p.reduce == Reduce::Sum) {
       result = 0.0;
@@ -200,11 +208,7 @@ __global__ void small_rank_kernel(const char* __restrict__ in, char* __restrict_
        index += (int64_t)gridDim.x * blockDim.x) {
     int64_t in_off, out_off;
     locate(g, index, coord, in_off, out_off);
-    bool interior = true;
-    for (int k = 0; k < p.nspan; ++k) {
-      const int64_t c = coord[p.span_dim[k]];
-      interior = interior && c >= p.lo[k] && c < p.hi[k];
-    }
+    const bool interior = is_interior(p, coord);
     V v[kSmallRank];
 #pragma unroll
     for (int t = 0; t < kSmallRank; ++t)
@@ -301,11 +305,7 @@ __global__ void box_kernel(const char* __restrict__ in, char* __restrict__ out, 
        index += (int64_t)gridDim.x * blockDim.x) {
     int64_t in_off, out_off;
     locate(g, index, coord, in_off, out_off);
-    bool interior = true;
-    for (int k = 0; k < p.nspan; ++k) {
-      const int64_t c = coord[p.span_dim[k]];
-      interior = interior && c >= p.lo[k] && c < p.hi[k];
-    }
+    const bool interior = is_interior(p, coord);
     double result = 0.0;
     if (p.reduce == Reduce::Sum) {
       walk_box<In>(in, g, p, coord, in_off, interior, [&](double v, int t) {
