@@ -131,6 +131,24 @@ def test_dlpack_torch(rng):
     assert tf.data_ptr() == data_ptr(f) and tf.stride() == (1, 3, 12)
 
 
+def aligned_array(shape, dtype, alignment=64):
+    """A C-contiguous array whose data starts on an `alignment`-byte boundary
+    (importers such as XLA copy less-aligned buffers instead of viewing them)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def test_dlpack_jax_views_host_memory(rng):
+    jnp = pytest.importorskip("jax.numpy")
+    a = aligned_array((3, 4, 5), np.float32)
+    a[...] = rng.random(a.shape)
+    j = jnp.from_dlpack(wrap(a))
+    assert j.unsafe_buffer_pointer() == data_ptr(a)
+    np.testing.assert_array_equal(np.asarray(j), a)
+
+
 def test_dtypes_round_trip():
     for name in ("bool", "int8", "uint16", "int32", "uint64", "float16", "float64", "complex64"):
         a = np.ones((2, 3), dtype=name)
@@ -304,6 +322,22 @@ def test_cuda_views_share_memory():
     assert cupy.asarray(_device_wrap(f)).flags.f_contiguous
     torch = pytest.importorskip("torch")
     assert torch.from_dlpack(_device_wrap(x)).data_ptr() == x.data.ptr
+
+
+@pytest.mark.cuda
+def test_cuda_view_taken_by_jax_without_copy():
+    cupy = pytest.importorskip("cupy")
+    jax = pytest.importorskip("jax")
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if not gpus:
+        pytest.skip("jax has no GPU device")
+    x = cupy.arange(60, dtype=cupy.float32).reshape(3, 4, 5)
+    j = jax.numpy.from_dlpack(_device_wrap(x))
+    assert j.unsafe_buffer_pointer() == x.data.ptr
+    np.testing.assert_array_equal(np.asarray(j), cupy.asnumpy(x))
 
 
 @pytest.mark.cuda
