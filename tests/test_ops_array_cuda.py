@@ -306,3 +306,145 @@ def test_cuda_graph_capture_of_ops_replays_on_new_data(rng):
     np.testing.assert_allclose(cupy.asnumpy(total), expected.astype(np.float64).sum(0), rtol=1e-5)
     assert_same(rows, expected[[3, -1, 0]])
     assert (cupy.asnumpy(x) == 0).all()
+
+
+# ------------------------------------------------ fast paths (layout-chosen)
+# The CUDA kernels pick 16-byte-word paths from the layout: contiguous sums,
+# sums over leading axes with a contiguous last axis, gathers of contiguous
+# slabs, broadcasts whose inner run is contiguous. Each is checked at sizes
+# that are not multiples of the word, on views one element off a 16-byte
+# boundary (element-wise fallback) and with rows that are not 16-byte
+# multiples.
+
+FAST_DTYPES = ["bool", "int8", "uint16", "int32", "int64", "float16", "float32", "float64"]
+
+
+def expected_sum(host, axis=None):
+    if host.dtype.kind == "f":
+        return np.sum(host.astype(np.float64), axis=axis).astype(host.dtype)
+    return np.sum(host, axis=axis)
+
+
+@pytest.mark.parametrize("dtype", FAST_DTYPES)
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 4099, 1000003])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_sum_contiguous_fast_path(dtype, n, offset, rng):
+    host = random_array(rng, (n + offset,), dtype)
+    x = cupy.asarray(host)[offset:]  # offset 1: the first 16-byte word starts later
+    assert_same(ops.sum(x), expected_sum(host[offset:]))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(300, 4096), (301, 4095), (7, 33), (3, 5, 1001)])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_sum_last_axis_rows_fast_path(dtype, shape, offset, rng):
+    host = random_array(rng, shape[:-1] + (shape[-1] + offset,), dtype)
+    x = cupy.asarray(host)[..., offset:]  # each row starts at its own alignment
+    assert_same(ops.sum(x, axis=-1), expected_sum(host[..., offset:], axis=-1))
+
+
+def test_sum_contiguous_fast_path_is_deterministic_and_accurate(rng):
+    x = cupy.asarray((rng.random(2 ** 24 + 5) + 0.5).astype(np.float32))[1:]
+    exact = float(cupy.sum(x, dtype=cupy.float64))
+    first = float(ops.sum(x, dtype="float64"))
+    assert abs(first - exact) <= 1e-12 * exact
+    assert all(float(ops.sum(x, dtype="float64")) == first for _ in range(3))
+
+
+@pytest.mark.parametrize("dtype", FAST_DTYPES)
+@pytest.mark.parametrize("shape", [(3000, 4096), (1000, 4095), (70001, 8), (300001, 5), (5, 64)])
+def test_sum_leading_axis_fast_path(dtype, shape, rng):
+    host = random_array(rng, shape, dtype)
+    assert_same(ops.sum(cupy.asarray(host), axis=0), expected_sum(host, axis=0))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
+def test_sum_leading_axes_misaligned_and_outer_kept_axis(dtype, rng):
+    host = random_array(rng, (6, 500, 65), dtype)
+    view = cupy.asarray(host)[..., 1:]  # one element off: element-wise columns
+    assert_same(ops.sum(view, axis=1), expected_sum(host[..., 1:], axis=1))
+    assert_same(ops.sum(view, axis=(0, 1)), expected_sum(host[..., 1:], axis=(0, 1)))
+    host = np.ascontiguousarray(host[..., :64])
+    assert_same(ops.sum(cupy.asarray(host), axis=(0, 1), keepdims=True),
+                expected_sum(host, axis=(0, 1)).reshape(1, 1, 64))
+    assert_same(ops.sum(cupy.asarray(host), axis=1), expected_sum(host, axis=1))
+
+
+def test_sum_leading_axis_dtype_argument_and_out(rng):
+    host = random_array(rng, (5000, 136), "int16")
+    out = cupy.empty((136,), cupy.float64)
+    assert ops.sum(cupy.asarray(host), axis=0, out=out) is out
+    assert_same(out, np.sum(host, axis=0, dtype=np.float64))
+    f = random_array(rng, (5000, 136), "float32")
+    assert_same(ops.sum(cupy.asarray(f), axis=0, dtype="int64"), np.sum(f, axis=0, dtype=np.int64))
+
+
+@pytest.mark.parametrize("dtype", FAST_DTYPES)
+@pytest.mark.parametrize("shape", [(1000, 4096), (500, 4095), (300, 17)])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gather_rows_fast_path(dtype, shape, offset, rng):
+    host = random_array(rng, (shape[0], shape[1] + offset), dtype)
+    source = cupy.asarray(host)[:, offset:]
+    index = rng.integers(-shape[0], shape[0], size=2000)
+    assert_same(ops.gather(source, cupy.asarray(index)), np.take(host[:, offset:], index, axis=0))
+
+
+@pytest.mark.parametrize("index_dtype", ["uint8", "int32", "uint64"])
+def test_gather_slabs_of_inner_axes_and_out(index_dtype, rng):
+    host = random_array(rng, (5, 200, 3, 40), "float32")
+    index = rng.integers(0, 200, size=(2, 3)).astype(index_dtype)
+    expected = np.take(host, index, axis=1)
+    assert_same(ops.gather(cupy.asarray(host), cupy.asarray(index), axis=1), expected)
+    out = cupy.empty(expected.shape[::-1], cupy.float32).T  # F-order out: the element loop
+    assert ops.gather(cupy.asarray(host), cupy.asarray(index), axis=1, out=out) is out
+    assert_same(out, expected)
+
+
+def test_gather_fast_path_out_of_range_writes_zeros_and_raises(rng):
+    host = random_array(rng, (6, 64), "float32")
+    out = ops.gather(cupy.asarray(host), cupy.asarray(np.array([0, 9, 1])))
+    with pytest.raises(IndexError, match="9"):
+        ops.check_errors(out)
+    got = cupy.asnumpy(out)
+    np.testing.assert_array_equal(got[1], 0)
+    np.testing.assert_array_equal(got[[0, 2]], host[[0, 1]])
+
+
+@pytest.mark.parametrize("dtype", FAST_DTYPES)
+@pytest.mark.parametrize("src_shape,out_shape", [((4096,), (1000, 4096)), ((4095,), (301, 4095)),
+                                                 ((3000, 1), (3000, 100)), ((4, 1), (4, 200)),
+                                                 ((2, 3, 1), (4, 2, 3, 64)), ((5, 1, 70), (5, 6, 70))])
+def test_broadcast_to_runs_fast_path(dtype, src_shape, out_shape, rng):
+    host = random_array(rng, src_shape, dtype)
+    out = cupy.empty(out_shape, dtype)
+    assert ops.broadcast_to(cupy.asarray(host), out) is out
+    assert_same(out, np.broadcast_to(host, out_shape))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32", "float64"])
+def test_broadcast_to_runs_misaligned_views(dtype, rng):
+    host = random_array(rng, (4097,), dtype)
+    src = cupy.asarray(host)[1:]  # one element off a 16-byte boundary
+    big = cupy.zeros((200, 4097), dtype)
+    out = big[:, 1:]
+    assert ops.broadcast_to(src, out) is out
+    got = cupy.asnumpy(big)
+    np.testing.assert_array_equal(got[:, 1:], np.broadcast_to(host[1:], (200, 4096)))
+    np.testing.assert_array_equal(got[:, 0], 0)  # nothing written outside the view
+
+
+def test_torch_bfloat16_fast_paths(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    x = torch.from_numpy(random_array(rng, (3001, 136), "float32")).cuda().to(torch.bfloat16)
+    torch.testing.assert_close(ops.sum(x), x.double().sum().to(torch.bfloat16), rtol=0, atol=0)
+    torch.testing.assert_close(ops.sum(x[1:].reshape(-1)[1:]), x[1:].reshape(-1)[1:].double().sum().to(torch.bfloat16),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(ops.sum(x, axis=0), x.double().sum(0).to(torch.bfloat16), rtol=0, atol=0)
+    torch.testing.assert_close(ops.sum(x, axis=1), x.double().sum(1).to(torch.bfloat16), rtol=0, atol=0)
+    index = torch.from_numpy(rng.integers(-3001, 3001, size=500)).cuda()
+    assert torch.equal(ops.gather(x, index), x[index])
+    out = torch.empty(50, 136, dtype=torch.bfloat16, device="cuda")
+    assert ops.broadcast_to(x[7], out) is out
+    assert torch.equal(out, x[7].expand(50, 136))

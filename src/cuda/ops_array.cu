@@ -4,6 +4,7 @@
 // it; nothing synchronises the host, so every call can be captured in a CUDA
 // graph.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -63,6 +64,148 @@ void launch_copy_any(const CopyArgs& g, int item, cudaStream_t stream) {
     case 4: return launch_copy<uint32_t>(g, stream);
     case 8: return launch_copy<uint64_t>(g, stream);
     default: return launch_copy<Word16>(g, stream);
+  }
+}
+
+// ---- runs copied by teams of threads (broadcast_to and gather fast paths) ------
+// When the innermost run of elements is contiguous in out and in the source
+// (or a single source element, broadcast along it), a team of threads (a
+// power of two from 32 to 256) copies one run: no per-element offset
+// decoding, 16-byte words when every run starts on a 16-byte boundary.
+
+constexpr int64_t kMinRunBytes = 64;  // shorter runs: the element loops above
+
+// Byte offsets of run s in each array; one dimension (the usual case) without
+// a division.
+template <int N>
+__device__ __forceinline__ void run_offsets(const StridedLoop<N>& loop, int64_t s, int64_t (&off)[N]) {
+  if (loop.ndim == 1) {
+    for (int k = 0; k < N; ++k) off[k] = s * loop.strides[k][0];
+  } else {
+    loop.offsets(s, off);
+  }
+}
+
+// dst[0, bytes) = src[0, bytes): 16-byte words (four in flight per thread)
+// when `words`, then elements of W. Both pointers W-aligned.
+template <class W>
+__device__ __forceinline__ void copy_run(char* __restrict__ dst, const char* __restrict__ src, int64_t bytes,
+                                         int lane, int team, bool words) {
+  int64_t done = 0;
+  if (words) {
+    const int64_t n = bytes / 16;
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    int64_t i = lane;
+    for (; i + 3 * team < n; i += 4 * team) {
+      uint4 v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = s[i + k * team];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) d[i + k * team] = v[k];
+    }
+    for (; i < n; i += team) d[i] = s[i];
+    done = n * 16;
+  }
+  const int64_t n = (bytes - done) / (int64_t)sizeof(W);
+  W* d = reinterpret_cast<W*>(dst + done);
+  const W* s = reinterpret_cast<const W*>(src + done);
+  for (int64_t i = lane; i < n; i += team) d[i] = s[i];
+}
+
+// dst[0, bytes) filled with `value`: 16-byte words of it repeated when `words`.
+template <class W>
+__device__ __forceinline__ void fill_run(char* dst, W value, int64_t bytes, int lane, int team, bool words) {
+  int64_t done = 0;
+  if (words) {
+    union {
+      uint4 word;
+      W e[16 / sizeof(W)];
+    } u;
+#pragma unroll
+    for (int k = 0; k < (int)(16 / sizeof(W)); ++k) u.e[k] = value;
+    const int64_t n = bytes / 16;
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t i = lane; i < n; i += team) d[i] = u.word;
+    done = n * 16;
+  }
+  const int64_t n = (bytes - done) / (int64_t)sizeof(W);
+  W* d = reinterpret_cast<W*>(dst + done);
+  for (int64_t i = lane; i < n; i += team) d[i] = value;
+}
+
+// Threads per run: a power of two between 32 and 256, about one unit each.
+int team_size(int64_t units) {
+  int team = 32;
+  while (team < kLoopThreads && team < units) team *= 2;
+  return team;
+}
+
+// Blocks for `runs` runs, kLoopThreads / team per block, grid-striding past 2^20.
+unsigned run_blocks(int64_t runs, int team) {
+  const int64_t per_block = kLoopThreads / team, blocks = (runs + per_block - 1) / per_block;
+  return (unsigned)std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(1) << 20));
+}
+
+struct RunCopyArgs {
+  StridedLoop<2> loop;  // over runs: out, src
+  char* out;
+  const char* src;
+  int64_t run_bytes;
+  int team;
+  bool words;
+  bool splat;  // src has stride 0 along the run: one element repeated
+};
+
+template <class W>
+__global__ void __launch_bounds__(kLoopThreads) copy_runs(const __grid_constant__ RunCopyArgs g) {
+  const int lane = threadIdx.x & (g.team - 1), per_block = kLoopThreads / g.team;
+  const int64_t step = (int64_t)gridDim.x * per_block;
+  for (int64_t s = (int64_t)blockIdx.x * per_block + threadIdx.x / g.team; s < g.loop.size; s += step) {
+    int64_t off[2];
+    run_offsets(g.loop, s, off);
+    if (g.splat)
+      fill_run<W>(g.out + off[0], *reinterpret_cast<const W*>(g.src + off[1]), g.run_bytes, lane, g.team, g.words);
+    else
+      copy_run<W>(g.out + off[0], g.src + off[1], g.run_bytes, lane, g.team, g.words);
+  }
+}
+
+// The run-copy plan of a broadcast (loop over out and src, the innermost
+// axis last), or false when the innermost run does not suit it.
+bool plan_run_copy(const StridedLoop<2>& loop, const char* out, const char* src, int item, RunCopyArgs& g) {
+  if (loop.ndim == 0) return false;
+  const int last = loop.ndim - 1;
+  const int64_t run = loop.shape[last], src_step = loop.strides[1][last];
+  if (loop.strides[0][last] != item || (src_step != item && src_step != 0) || run * item < kMinRunBytes)
+    return false;
+  g.loop = loop;
+  g.loop.ndim = last;
+  g.loop.size = loop.size / run;
+  g.out = const_cast<char*>(out);
+  g.src = src;
+  g.run_bytes = run * item;
+  g.splat = src_step == 0;
+  g.words = reinterpret_cast<uintptr_t>(out) % 16 == 0 && (g.splat || reinterpret_cast<uintptr_t>(src) % 16 == 0);
+  for (int d = 0; d < last; ++d)
+    g.words = g.words && loop.strides[0][d] % 16 == 0 && (g.splat || loop.strides[1][d] % 16 == 0);
+  g.team = team_size(g.words ? g.run_bytes / 16 : run);
+  return true;
+}
+
+template <class W>
+void launch_run_copy(const RunCopyArgs& g, cudaStream_t stream) {
+  copy_runs<W><<<run_blocks(g.loop.size, g.team), kLoopThreads, 0, stream>>>(g);
+  GF_CUDA_CHECK_LAUNCH();
+}
+
+void launch_run_copy_any(const RunCopyArgs& g, int item, cudaStream_t stream) {
+  switch (item) {
+    case 1: return launch_run_copy<uint8_t>(g, stream);
+    case 2: return launch_run_copy<uint16_t>(g, stream);
+    case 4: return launch_run_copy<uint32_t>(g, stream);
+    case 8: return launch_run_copy<uint64_t>(g, stream);
+    default: return launch_run_copy<Word16>(g, stream);
   }
 }
 
@@ -175,16 +318,261 @@ __global__ void __launch_bounds__(kSumThreads) sum_partials(const __grid_constan
   if (threadIdx.x == 0) store_result<C>(out_dtype, out + kept_offset(p, o, true), v);
 }
 
+// ---- sum fast paths: layouts read with 16-byte loads -------------------------
+// Chosen on the host (SumLaunch) for aligned x; the general kernels above
+// decode each summand's offset with 64-bit divisions and read it byte by byte.
+
+// One element, already loaded, as the sum of class C adds it (load_summand's
+// conversions, from a register instead of memory).
+template <DType T, SumClass C>
+__device__ __forceinline__ Acc<C> summand(typename storage<T>::type v) {
+  if constexpr (C == SumClass::Integer && !is_float_dtype(T)) return (uint64_t)(int64_t)v;
+  else return load_summand<T, C>(reinterpret_cast<const char*>(&v));  // a local: the byte copy folds away
+}
+
+// A thread's running sum: compensated (Kahan) in double for floats, wrapping
+// 64-bit for integers and bools.
+template <SumClass C>
+struct Accumulator {
+  Acc<C> s = 0, c = 0;
+  __device__ __forceinline__ void add(Acc<C> v) {
+    if constexpr (C == SumClass::Float) {
+      const double y = v - c, t = s + y;
+      c = (t - s) - y;
+      s = t;
+    } else {
+      s += v;
+    }
+  }
+  __device__ __forceinline__ Acc<C> value() const {
+    if constexpr (C == SumClass::Float) return s - c;
+    else return s;
+  }
+};
+
+// A 16-byte word seen as its elements.
+template <class S>
+union Lanes {
+  static constexpr int count = 16 / sizeof(S);
+  uint4 word;
+  S e[count];
+};
+
+// The sum of one 16-byte word's elements, pairwise in the accumulator type
+// (double sums of at most 8 half-width or 4 float elements: no accuracy lost
+// that matters against the compensated running sum they go into).
+template <DType T, SumClass C>
+__device__ __forceinline__ Acc<C> word_sum(uint4 w) {
+  using S = typename storage<T>::type;
+  Lanes<S> u;
+  u.word = w;
+  constexpr int L = Lanes<S>::count;
+  Acc<C> s[L];
+#pragma unroll
+  for (int k = 0; k < L; ++k) s[k] = summand<T, C>(u.e[k]);
+#pragma unroll
+  for (int half = L / 2; half > 0; half /= 2)
+#pragma unroll
+    for (int k = 0; k < half; ++k) s[k] += s[k + half];
+  return s[0];
+}
+
+// Contiguous mode: the summands of each output are one contiguous run (the
+// reduced axis has unit stride). Block (chunk, output) sums a contiguous
+// share of the run's 16-byte words; chunk 0 also takes the elements before
+// the first 16-byte boundary and after the last whole word. Each thread
+// keeps four loads in flight. chunks == 1: the block writes the result;
+// else its partial, summed by sum_partials.
+template <DType T, SumClass C>
+__global__ void __launch_bounds__(kSumThreads, 4)
+    sum_contiguous(const __grid_constant__ ReducePlan p, const char* x, char* out, DType out_dtype,
+                   Acc<C>* partial, int64_t chunks) {
+  using S = typename storage<T>::type;
+  constexpr int L = Lanes<S>::count;
+  const int64_t chunk = blockIdx.x, o = blockIdx.y + (int64_t)blockIdx.z * gridDim.y;
+  if (o >= p.outputs) return;  // the whole block: block_sum's barrier is not split
+  const char* base = x + kept_offset(p, o, false);
+  const int64_t n = p.reduced;
+  const int64_t head = min(n, (int64_t)((16 - reinterpret_cast<uintptr_t>(base) % 16) % 16 / sizeof(S)));
+  const int64_t words = (n - head) / L;
+  const uint4* w = reinterpret_cast<const uint4*>(base + head * (int64_t)sizeof(S));
+  const int64_t share = (words + chunks - 1) / chunks;
+  const int64_t lo = min(words, chunk * share), hi = min(words, lo + share);
+  Accumulator<C> acc;
+  int64_t i = lo + threadIdx.x;
+  for (; i + 3 * kSumThreads < hi; i += 4 * kSumThreads) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = w[i + k * kSumThreads];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc.add(word_sum<T, C>(v[k]));
+  }
+  for (; i < hi; i += kSumThreads) acc.add(word_sum<T, C>(w[i]));
+  if (chunk == 0) {  // head < L and tail < L elements, at most one per thread
+    const S* elems = reinterpret_cast<const S*>(base);
+    const int64_t tail = head + words * L + threadIdx.x;
+    if (threadIdx.x < head) acc.add(summand<T, C>(elems[threadIdx.x]));
+    if (tail < n) acc.add(summand<T, C>(elems[tail]));
+  }
+  const Acc<C> v = block_sum(acc.value());
+  if (threadIdx.x != 0) return;
+  if (chunks == 1) store_result<C>(out_dtype, out + kept_offset(p, o, true), v);
+  else partial[o * chunks + chunk] = v;
+}
+
+// Inner-column mode: the last kept axis has unit stride (sum over the
+// leading axes of a C-contiguous block). Thread g owns `Width` neighbouring
+// outputs of one run of that axis (a 16-byte word when kWords, else one
+// element), so that a warp reads whole rows side by side; blockIdx.y picks a
+// chunk of chunk_rows reduced positions. Runs whose length is not a multiple
+// of Width end in a partial group, read element by element.
+template <DType T, SumClass C, bool kWords>
+__global__ void __launch_bounds__(kSumThreads)
+    sum_inner_columns(const __grid_constant__ ReducePlan p, const char* x, char* out, DType out_dtype,
+                      Acc<C>* partial, int64_t chunks, int64_t chunk_rows, int64_t groups) {
+  using S = typename storage<T>::type;
+  constexpr int Width = kWords ? Lanes<S>::count : 1;
+  const int64_t g = (int64_t)blockIdx.x * kSumThreads + threadIdx.x;
+  if (g >= groups) return;  // no barrier below
+  const int64_t run = p.keep_shape[p.nkeep - 1], per_run = (run + Width - 1) / Width;
+  const int64_t in_run = (g % per_run) * Width, first = (g / per_run) * run + in_run;
+  const int lanes = (int)min((int64_t)Width, run - in_run);
+  const char* base = x + kept_offset(p, first, false);
+  const int64_t chunk = blockIdx.y, lo = chunk * chunk_rows, hi = min(p.reduced, lo + chunk_rows);
+  const bool flat = p.nred == 1;
+  Accumulator<C> acc[Width];
+#pragma unroll 4
+  for (int64_t r = lo; r < hi; ++r) {
+    const char* row = base + (flat ? r * p.red_x[0] : reduced_offset(p, r));
+    Lanes<S> u;
+    if (kWords && lanes == Width) {
+      u.word = *reinterpret_cast<const uint4*>(row);
+    } else {
+#pragma unroll
+      for (int k = 0; k < Width; ++k) u.e[k] = k < lanes ? reinterpret_cast<const S*>(row)[k] : S(0);
+    }
+#pragma unroll
+    for (int k = 0; k < Width; ++k) acc[k].add(summand<T, C>(u.e[k]));
+  }
+#pragma unroll
+  for (int k = 0; k < Width; ++k) {
+    if (k >= lanes) break;
+    const int64_t o = first + k;
+    if (chunks == 1) store_result<C>(out_dtype, out + kept_offset(p, o, true), acc[k].value());
+    else partial[o * chunks + chunk] = acc[k].value();
+  }
+}
+
 // Grid over `outputs` blocks: x up to 65535 * y.
 dim3 output_grid(int64_t outputs, int64_t x = 1) {
   const int64_t y = std::min<int64_t>(outputs, 65535), z = (outputs + y - 1) / y;
   return dim3((unsigned)x, (unsigned)y, (unsigned)z);
 }
 
+// Multiprocessors of the current device, read once per device.
+int multiprocessors() {
+  static std::atomic<int> known[64];
+  int device = 0;
+  GF_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= 64) device = 0;
+  int n = known[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    GF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    known[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+bool multiple_of_16(int64_t v) { return v % 16 == 0; }  // negative strides too
+
+constexpr int64_t kColumnThreads = int64_t(1) << 18;  // enough to fill an H100 (132 SMs x 2048)
+constexpr int64_t kColumnMinRows = 64;                // reduced rows per chunk at least
+
 template <DType T>
 struct SumLaunch {
+  using S = typename storage<T>::type;
+
+  // Which kernel sums this layout.
+  enum class Mode { General, Contiguous, InnerColumns };
+  static Mode mode(const ReducePlan& p, const ArrayDesc& x) {
+    if (!is_aligned(x) || p.nred == 0) return Mode::General;
+    if (!p.column && p.nred == 1 && p.red_x[0] == (int64_t)sizeof(S)) return Mode::Contiguous;
+    if (p.column && p.keep_x[p.nkeep - 1] == (int64_t)sizeof(S)) return Mode::InnerColumns;
+    return Mode::General;
+  }
+
+  // Inner columns read as 16-byte words: every row of every run starts on a
+  // 16-byte boundary.
+  static bool column_words(const ReducePlan& p, const ArrayDesc& x) {
+    bool ok = multiple_of_16(reinterpret_cast<uintptr_t>(x.data));
+    for (int d = 0; d < p.nred; ++d) ok = ok && multiple_of_16(p.red_x[d]);
+    for (int d = 0; d + 1 < p.nkeep; ++d) ok = ok && multiple_of_16(p.keep_x[d]);
+    return ok;
+  }
+
   template <SumClass C>
   static void launch(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out, cudaStream_t stream) {
+    const Mode m = mode(p, x);
+    int64_t chunks = 1, chunk = 0, groups = 0;
+    bool words = false;
+    if (m == Mode::Contiguous) {
+      // A fixed grid of 4 blocks per SM over all outputs; each block at
+      // least 4 loads of 16 bytes per thread. Depends on the shape and the
+      // device only, so results repeat bit for bit.
+      const int64_t grid = 4 * (int64_t)multiprocessors(), words_each = p.reduced * (int64_t)sizeof(S) / 16;
+      if (p.outputs < grid)
+        chunks = std::max<int64_t>(1, std::min((grid + p.outputs - 1) / p.outputs, words_each / (4 * kSumThreads)));
+    } else if (m == Mode::InnerColumns) {
+      words = column_words(p, x);
+      const int64_t width = words ? 16 / (int64_t)sizeof(S) : 1, run = p.keep_shape[p.nkeep - 1];
+      groups = p.outputs / run * ((run + width - 1) / width);
+      // Rows split into chunks until about kColumnThreads threads run; the
+      // split depends on the shape only.
+      chunks = std::max<int64_t>(1, std::min({(kColumnThreads + groups - 1) / groups,
+                                              (p.reduced + kColumnMinRows - 1) / kColumnMinRows, int64_t(65535)}));
+      chunk = std::max<int64_t>(1, (p.reduced + chunks - 1) / chunks);
+      chunks = std::max<int64_t>(1, (p.reduced + chunk - 1) / chunk);
+      if ((groups + kSumThreads - 1) / kSumThreads > 2147483647) return launch_general<C>(p, x, out, stream);
+    } else {
+      return launch_general<C>(p, x, out, stream);
+    }
+    Acc<C>* partial = nullptr;
+    if (chunks > 1)
+      GF_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
+                                    (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
+    if (m == Mode::Contiguous) {
+      sum_contiguous<T, C><<<output_grid(p.outputs, chunks), kSumThreads, 0, stream>>>(p, x.data, out.data,
+                                                                                     out.dtype, partial, chunks);
+    } else {
+      const dim3 grid((unsigned)((groups + kSumThreads - 1) / kSumThreads), (unsigned)chunks);
+      if (words)
+        sum_inner_columns<T, C, true><<<grid, kSumThreads, 0, stream>>>(p, x.data, out.data, out.dtype, partial,
+                                                                        chunks, chunk, groups);
+      else
+        sum_inner_columns<T, C, false><<<grid, kSumThreads, 0, stream>>>(p, x.data, out.data, out.dtype, partial,
+                                                                         chunks, chunk, groups);
+    }
+    finish<C>(p, out, partial, chunks, stream);
+  }
+
+  // The second pass over the partials (when there are), then the temporary
+  // released on the stream, also when a launch failed.
+  template <SumClass C>
+  static void finish(const ReducePlan& p, const ArrayDesc& out, Acc<C>* partial, int64_t chunks,
+                     cudaStream_t stream) {
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess && chunks > 1) {
+      const dim3 grid(std::min<int64_t>(p.outputs, 65535), (unsigned)((p.outputs + 65534) / 65535));
+      sum_partials<C><<<grid, kSumThreads, 0, stream>>>(p, out.data, out.dtype, partial, chunks);
+      err = cudaGetLastError();
+    }
+    if (partial) cudaFreeAsync(partial, stream);
+    GF_CUDA_CHECK(err);
+  }
+
+  // Any layout: offsets decoded per summand.
+  template <SumClass C>
+  static void launch_general(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out, cudaStream_t stream) {
     const bool rows = !p.column && p.reduced >= kRowMode;
     // Column chunks grow past kColumnChunk only to keep the grid's y under 65536.
     const int64_t chunk = rows ? kBlockChunk : std::max<int64_t>(kColumnChunk, (p.reduced + 65534) / 65535);
@@ -203,14 +591,7 @@ struct SumLaunch {
       sum_columns<T, C><<<dim3((unsigned)blocks, (unsigned)chunks), kSumThreads, 0, stream>>>(
           p, x.data, out.data, out.dtype, partial, chunks, chunk);
     }
-    cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess && chunks > 1) {
-      const dim3 grid(std::min<int64_t>(p.outputs, 65535), (unsigned)((p.outputs + 65534) / 65535));
-      sum_partials<C><<<grid, kSumThreads, 0, stream>>>(p, out.data, out.dtype, partial, chunks);
-      err = cudaGetLastError();
-    }
-    if (partial) cudaFreeAsync(partial, stream);
-    GF_CUDA_CHECK(err);
+    finish<C>(p, out, partial, chunks, stream);
   }
   static void run(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out, cudaStream_t stream) {
     switch (sum_class(out.dtype)) {
@@ -252,6 +633,72 @@ __global__ void __launch_bounds__(kLoopThreads) gather_kernel(const __grid_const
   }
 }
 
+// Fast path: the slab after the axis (source.shape[axis+1:]) is contiguous in
+// source and out. Team s copies out's slab s from source's row index[s];
+// the index is read and checked once per slab.
+struct GatherRunArgs {
+  StridedLoop<3> loop;  // over slabs: out, source (without the axis), index
+  char* out;
+  const char* source;
+  const char* index;
+  int64_t axis_length, axis_stride, run_bytes;
+  int team;
+  bool words;
+  RangeErrorSlot* error;
+};
+
+template <DType I, class W>
+__global__ void __launch_bounds__(kLoopThreads) gather_runs(const __grid_constant__ GatherRunArgs g) {
+  const int lane = threadIdx.x & (g.team - 1), per_block = kLoopThreads / g.team;
+  const int64_t step = (int64_t)gridDim.x * per_block;
+  for (int64_t s = (int64_t)blockIdx.x * per_block + threadIdx.x / g.team; s < g.loop.size; s += step) {
+    int64_t off[3];
+    run_offsets(g.loop, s, off);
+    const int64_t i = load_index<I>(g.index + off[2], g.axis_length);
+    if (i < g.axis_length) {
+      copy_run<W>(g.out + off[0], g.source + off[1] + i * g.axis_stride, g.run_bytes, lane, g.team, g.words);
+    } else {
+      if (lane == 0) {
+        using S = typename storage<I>::type;
+        S raw;
+        copy_element(&raw, g.index + off[2], sizeof(S));
+        record_range_error(g.error, RangeErrorKind::Index, (int64_t)raw, g.axis_length);
+      }
+      fill_run<W>(g.out + off[0], W{}, g.run_bytes, lane, g.team, g.words);
+    }
+  }
+}
+
+// The slab plan of a gather, or false when the slabs are not contiguous (or
+// too short to pay for a team).
+bool plan_gather_runs(const GatherPlan& p, const ArrayDesc& source, const ArrayDesc& index, int axis,
+                      const ArrayDesc& out, GatherRunArgs& g) {
+  const int inner = source.ndim - axis - 1, lead = out.ndim - inner, item = itemsize(out.dtype);
+  int64_t run = 1;
+  for (int d = out.ndim - 1; d >= lead; --d) {
+    if (out.shape[d] != 1 && (out.strides[d] != run * item || p.source.strides[d] != run * item)) return false;
+    run *= out.shape[d];
+  }
+  if (run * item < kMinRunBytes) return false;
+  ArrayDesc o = out, s = p.source, x = p.index;
+  o.ndim = s.ndim = x.ndim = lead;
+  const ArrayDesc* const arrays[3] = {&o, &s, &x};
+  g.loop = make_loop<3>(arrays);
+  g.out = out.data;
+  g.source = source.data;
+  g.index = index.data;
+  g.axis_length = p.axis_length;
+  g.axis_stride = p.axis_stride;
+  g.run_bytes = run * item;
+  g.words = reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && reinterpret_cast<uintptr_t>(source.data) % 16 == 0 &&
+            p.axis_stride % 16 == 0;
+  for (int d = 0; d < g.loop.ndim; ++d) g.words = g.words && g.loop.strides[0][d] % 16 == 0 &&
+                                                  g.loop.strides[1][d] % 16 == 0;
+  g.team = team_size(g.words ? g.run_bytes / 16 : run);
+  g.error = range_error_slot();
+  return true;
+}
+
 template <DType I>
 struct GatherLaunch {
   template <class W>
@@ -259,7 +706,13 @@ struct GatherLaunch {
     gather_kernel<I, W><<<loop_blocks(g.loop.size), kLoopThreads, 0, stream>>>(g);
     GF_CUDA_CHECK_LAUNCH();
   }
-  static void run(const GatherArgs& g, int item, cudaStream_t stream) {
+  template <class W>
+  static void launch(const GatherRunArgs& g, cudaStream_t stream) {
+    gather_runs<I, W><<<run_blocks(g.loop.size, g.team), kLoopThreads, 0, stream>>>(g);
+    GF_CUDA_CHECK_LAUNCH();
+  }
+  template <class Args>
+  static void run(const Args& g, int item, cudaStream_t stream) {
     switch (item) {
       case 1: return launch<uint8_t>(g, stream);
       case 2: return launch<uint16_t>(g, stream);
@@ -296,6 +749,9 @@ void copy_broadcast(const ArrayDesc& src, const ArrayDesc& out, intptr_t stream_
     GF_CUDA_CHECK(cudaMemcpyAsync(out.data, src.data, (size_t)(g.loop.size * item), cudaMemcpyDeviceToDevice, stream));
     return;
   }
+  RunCopyArgs runs{};
+  if (!by_value && plan_run_copy(g.loop, out.data, src.data, item, runs))  // inner runs, no per-element decode
+    return launch_run_copy_any(runs, item, stream);
   if (by_value && out_contiguous && reinterpret_cast<uintptr_t>(out.data) % 16 == 0) {
     uint4 pattern;
     for (int k = 0; k < 16; ++k) reinterpret_cast<unsigned char*>(&pattern)[k] = g.value[k % item];
@@ -326,6 +782,9 @@ void gather(const ArrayDesc& source, const ArrayDesc& index, int axis, const Arr
   if (out.size() == 0) return;
   require_aligned(source, "source");
   require_aligned(out, "out");
+  GatherRunArgs runs{};
+  if (plan_gather_runs(p, source, index, axis, out, runs))
+    return dispatch_real_dtype<GatherLaunch>(index.dtype, runs, itemsize(out.dtype), as_stream(stream));
   GatherArgs g{};
   const ArrayDesc* const arrays[3] = {&out, &p.source, &p.index};
   g.loop = make_loop<3>(arrays);
