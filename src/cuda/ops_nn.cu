@@ -373,19 +373,19 @@ template <DType T, int G, int V> struct Held {
   using A = acc_t<T>;
   static constexpr int K = Chunk<T>::kSize, N = V * K;
 
-  // The index in the row of this lane's element n.
-  static __device__ __forceinline__ int64_t index(int n, int lane, bool vectorized) {
-    return vectorized ? ((int64_t)(n / K) * G + lane) * K + n % K : (int64_t)n * G + lane;
+  // The index in the row of this lane's element n (int: held rows are short).
+  static __device__ __forceinline__ int index(int n, int lane, bool vectorized) {
+    return vectorized ? ((n / K) * G + lane) * K + n % K : n * G + lane;
   }
 
   // v[n] = element index(n) of the row at `base` (0 past the row's end).
-  static __device__ __forceinline__ void load(A (&v)[N], const char* base, int64_t step, int64_t length,
+  static __device__ __forceinline__ void load(A (&v)[N], const char* base, int64_t step, int length,
                                               const RowArgs& a, int lane) {
     if (a.vectorized) {
-      const int64_t full = length / K;  // chunks wholly inside the row
+      const int full = length / K;  // chunks wholly inside the row
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        const int64_t c = (int64_t)i * G + lane;
+        const int c = i * G + lane;
         if (c < full) {
           Chunk<T> chunk;
           chunk.raw = reinterpret_cast<const uint4*>(base)[c];
@@ -394,28 +394,28 @@ template <DType T, int G, int V> struct Held {
         } else {
 #pragma unroll
           for (int k = 0; k < K; ++k) {
-            const int64_t j = c * K + k;
-            v[i * K + k] = j < length ? ld<T>(base + j * step, true) : A(0);
+            const int j = c * K + k;
+            v[i * K + k] = j < length ? ld<T>(base + (int64_t)j * step, true) : A(0);
           }
         }
       }
     } else {
 #pragma unroll
       for (int n = 0; n < N; ++n) {
-        const int64_t j = (int64_t)n * G + lane;
-        v[n] = j < length ? ld<T>(base + j * step, a.aligned) : A(0);
+        const int j = n * G + lane;
+        v[n] = j < length ? ld<T>(base + (int64_t)j * step, a.aligned) : A(0);
       }
     }
   }
 
   // The row at `base` = v (the elements inside the row only).
-  static __device__ __forceinline__ void store(const A (&v)[N], char* base, int64_t step, int64_t length,
+  static __device__ __forceinline__ void store(const A (&v)[N], char* base, int64_t step, int length,
                                                const RowArgs& a, int lane) {
     if (a.vectorized) {
-      const int64_t full = length / K;
+      const int full = length / K;
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        const int64_t c = (int64_t)i * G + lane;
+        const int c = i * G + lane;
         if (c < full) {
           Chunk<T> chunk;
 #pragma unroll
@@ -424,16 +424,16 @@ template <DType T, int G, int V> struct Held {
         } else {
 #pragma unroll
           for (int k = 0; k < K; ++k) {
-            const int64_t j = c * K + k;
-            if (j < length) st<T>(base + j * step, v[i * K + k], true);
+            const int j = c * K + k;
+            if (j < length) st<T>(base + (int64_t)j * step, v[i * K + k], true);
           }
         }
       }
     } else {
 #pragma unroll
       for (int n = 0; n < N; ++n) {
-        const int64_t j = (int64_t)n * G + lane;
-        if (j < length) st<T>(base + j * step, v[n], a.aligned);
+        const int j = n * G + lane;
+        if (j < length) st<T>(base + (int64_t)j * step, v[n], a.aligned);
       }
     }
   }
@@ -477,6 +477,7 @@ __global__ void __launch_bounds__(kThreads) row_held_kernel(Rows r, RowArgs a) {
   __shared__ A shared[kThreads / 32];
   __shared__ double loss_shared[kThreads / 32];
   const int lane = threadIdx.x % G;
+  const int length = (int)r.length;  // at most kThreads * max_held * 16 bytes
   const bool probabilities = kCrossEntropy && !r.index_labels;
   A scale = A(0);
   if constexpr (Op == RowOp::CrossEntropyGrad)
@@ -495,18 +496,18 @@ __global__ void __launch_bounds__(kThreads) row_held_kernel(Rows r, RowArgs a) {
     char* o = r.data[2] + off[2];
 
     A v[H::N];
-    H::load(v, x, r.step[0], r.length, a, lane);
+    H::load(v, x, r.step[0], length, a, lane);
     A max = -INFINITY;
 #pragma unroll
     for (int n = 0; n < H::N; ++n)
-      if (H::index(n, lane, a.vectorized) < r.length && v[n] > max) max = v[n];
+      if (H::index(n, lane, a.vectorized) < length && v[n] > max) max = v[n];
     max = group_reduce<G>(max, shared, MaxOf{});
     // Softmax and the gradient keep exp(x - max) in v; the others keep x.
     constexpr bool kKeepExp = Op == RowOp::Softmax || Op == RowOp::CrossEntropyGrad;
     A sum = A(0);
 #pragma unroll
     for (int n = 0; n < H::N; ++n) {
-      if (H::index(n, lane, a.vectorized) >= r.length) continue;
+      if (H::index(n, lane, a.vectorized) >= length) continue;
       const A e = exp_of(v[n] - max);
       sum += v[n] == max ? A(1) : e;
       if constexpr (kKeepExp) v[n] = e;
@@ -517,21 +518,21 @@ __global__ void __launch_bounds__(kThreads) row_held_kernel(Rows r, RowArgs a) {
       const A inv_sum = A(1) / sum;
 #pragma unroll
       for (int n = 0; n < H::N; ++n) v[n] *= inv_sum;
-      H::store(v, o, r.step[2], r.length, a, lane);
+      H::store(v, o, r.step[2], length, a, lane);
     } else if constexpr (Op == RowOp::LogSoftmax) {
       const A log_sum = log_of(sum);  // (x - max) - log(sum): see SoftmaxCpu
 #pragma unroll
       for (int n = 0; n < H::N; ++n) v[n] = (v[n] - max) - log_sum;
-      H::store(v, o, r.step[2], r.length, a, lane);
+      H::store(v, o, r.step[2], length, a, lane);
     } else if constexpr (Op == RowOp::CrossEntropy) {
       if (probabilities) {
         // -sum p (x - max - log(sum)) = mass log(sum) - shifted.
         A q[H::N];
-        H::load(q, p, r.step[1], r.length, a, lane);
+        H::load(q, p, r.step[1], length, a, lane);
         A mass = A(0), shifted = A(0);
 #pragma unroll
         for (int n = 0; n < H::N; ++n) {
-          if (H::index(n, lane, a.vectorized) >= r.length) continue;
+          if (H::index(n, lane, a.vectorized) >= length) continue;
           mass += q[n];
           shifted += q[n] * (v[n] - max);
         }
@@ -551,7 +552,7 @@ __global__ void __launch_bounds__(kThreads) row_held_kernel(Rows r, RowArgs a) {
       const A inv_sum = A(1) / sum;
       if (probabilities) {
         A q[H::N];
-        H::load(q, p, r.step[1], r.length, a, lane);
+        H::load(q, p, r.step[1], length, a, lane);
 #pragma unroll
         for (int n = 0; n < H::N; ++n) v[n] = (v[n] * inv_sum - q[n]) * scale;
       } else {
@@ -563,7 +564,7 @@ __global__ void __launch_bounds__(kThreads) row_held_kernel(Rows r, RowArgs a) {
         for (int n = 0; n < H::N; ++n)
           v[n] = (v[n] * inv_sum - A(H::index(n, lane, a.vectorized) == label)) * scale + bad;
       }
-      H::store(v, o, r.step[2], r.length, a, lane);
+      H::store(v, o, r.step[2], length, a, lane);
     }
   }
   if constexpr (Op == RowOp::CrossEntropy) {
