@@ -1,6 +1,7 @@
 """gpufilt.ops neural-network kernels on CUDA: cupy arrays and torch CUDA
 tensors (float16, bfloat16, float32, float64), every kernel variant (16-byte
-vectorised and strided pointwise, 1/8/32/256 threads a row), out= and in
+vectorised and strided pointwise, 1/8/32/256 threads a row, rows
+held in registers by a warp or a block), out= and in
 place, streams, CUDA graph capture, and out-of-range labels (NaN results,
 IndexError at the next call, never an illegal address).
 
@@ -327,9 +328,9 @@ def test_cupy_explicit_and_current_stream(rng):
     assert_matches(host(out), ref_softmax(logits_h, -1), np.float32)
 
 
-def test_cuda_graph_capture_replays_every_op_on_new_data(rng):
+@pytest.mark.parametrize("shape", [(128, 40), (100, 500), (64, 3000)])  # row_kernel, held by a warp / the block
+def test_cuda_graph_capture_replays_every_op_on_new_data(shape, rng):
     s = cupy.cuda.Stream(non_blocking=True)
-    shape = (128, 40)
     with s:
         x = device(random_array(rng, shape, np.float32))
         labels = device(random_labels(rng, shape))
