@@ -1,6 +1,7 @@
 """gpufilt.ops neural-network kernels on CUDA: cupy arrays and torch CUDA
 tensors (float16, bfloat16, float32, float64), every kernel variant (16-byte
-vectorised and strided pointwise, 1/8/32/256 threads a row), out= and in
+vectorised and strided pointwise, 1/8/32/256 threads a row, rows
+held in registers by a warp or a block), out= and in
 place, streams, CUDA graph capture, and out-of-range labels (NaN results,
 IndexError at the next call, never an illegal address).
 
@@ -189,11 +190,103 @@ def test_cupy_cross_entropy_empty_batch_is_nan():
     assert np.isnan(host(loss))
 
 
+# ------------------------------------------------- rows held in registers
+
+# Row lengths at and around each held kernel's capacity (a warp, then the
+# block, times 1, 2, 4, 8 chunks of 16 bytes a thread: float32 128 to 8192,
+# float16 256 to 8192, float64 64 to 4096) and just past the last one (back
+# to row_kernel); 64 and below stay on row_kernel's 8 threads a row.
+HELD_LENGTHS = [64, 65, 127, 128, 129, 256, 257, 512, 513, 1023, 1024, 1025, 2048, 2049,
+                4095, 4096, 4097, 8192, 8193]
+
+
+def in_layout(layout, host_array):
+    """2-d `host_array` on the device: 'C' (rows 16-byte aligned only when
+    the length allows: otherwise element loads); 'padded' (every row
+    16-byte aligned, the array wider than the row: 16-byte loads and a
+    partial last chunk); 'offset' (one element past an aligned start:
+    element loads)."""
+    if layout == "C":
+        return device(host_array)
+    rows, length = host_array.shape
+    width = (length + 16) // 16 * 16 + 16  # a multiple of 16 elements: aligned rows
+    base = cupy.full((rows, width), np.nan, host_array.dtype)
+    start = 0 if layout == "padded" else 1
+    view = base[:, start:start + length]
+    view[...] = device(host_array)
+    return view
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("length", HELD_LENGTHS)
+@pytest.mark.parametrize("layout", ["C", "padded", "offset"])
+def test_cupy_held_rows_match_numpy(dtype, length, layout, rng):
+    shape = (3, length)
+    x_h = random_array(rng, shape, dtype)
+    x = in_layout(layout, x_h)
+    for op, ref in ((ops.softmax, ref_softmax), (ops.log_softmax, ref_log_softmax)):
+        out = in_layout(layout, np.zeros(shape, dtype))
+        assert op(x, out=out) is out
+        assert_matches(host(out), ref(x_h, -1), dtype, err_msg=op.__name__)
+        assert_only_view_written(out)
+    labels_h = random_labels(rng, shape).astype(np.int32 if length % 2 else np.int64)
+    probs_h = random_probabilities(rng, shape, dtype)
+    for labels in (device(labels_h), in_layout(layout, probs_h)):
+        expected_labels = labels_h if labels.ndim == 1 else probs_h
+        assert_matches(host(ops.softmax_cross_entropy(x, labels)), ref_cross_entropy(x_h, expected_labels), dtype)
+        out = in_layout(layout, np.zeros(shape, dtype))
+        assert ops.softmax_cross_entropy_grad(x, labels, 2.0, out=out) is out
+        assert_matches(host(out), ref_cross_entropy_grad(x_h, expected_labels, 2.0), dtype, scale=2.0 / 3)
+        assert_only_view_written(out)
+
+
+def assert_only_view_written(view):
+    """in_layout's NaN padding around `view` (finite results) is untouched."""
+    if view.base is not None:
+        nans = np.isnan(host(view.base).astype(np.float64)).sum()
+        assert nans == view.base.size - view.size
+
+
+@pytest.mark.parametrize("shape", [(20_000, 300), (3_000, 1024), (2_000, 4096), (300, 8192), (5_000, 1000)])
+def test_cupy_held_rows_many(shape, rng):
+    """More rows than the grid holds at once: every group takes several."""
+    x_h = random_array(rng, shape, np.float32)
+    labels_h = random_labels(rng, shape)
+    x, labels = device(x_h), device(labels_h)
+    assert_matches(host(ops.softmax(x)), ref_softmax(x_h, -1), np.float32)
+    assert_matches(host(ops.log_softmax(x)), ref_log_softmax(x_h, -1), np.float32)
+    first = host(ops.softmax_cross_entropy(x, labels))
+    assert_matches(first, ref_cross_entropy(x_h, labels_h), np.float32)
+    assert host(ops.softmax_cross_entropy(x, labels)).tobytes() == first.tobytes()  # deterministic
+    assert_matches(host(ops.softmax_cross_entropy_grad(x, labels)), ref_cross_entropy_grad(x_h, labels_h),
+                   np.float32, scale=1.0 / shape[0])
+    assert ops.softmax(x, out=x) is x  # in place: each row is read whole before it is written
+    assert_matches(host(x), ref_softmax(x_h, -1), np.float32)
+
+
+@pytest.mark.parametrize("length", [1000, 4096])
+def test_cupy_held_rows_infinities(length):
+    """Rows with +-inf and all -inf behave as on row_kernel (NaN where the
+    max is infinite, 0 and -inf where an element is -inf)."""
+    x_h = np.zeros((4, length), np.float32)
+    x_h[0, 5] = np.inf
+    x_h[1, :] = -np.inf
+    x_h[2, 7] = -np.inf
+    x_h[3, :] = np.arange(length, dtype=np.float32)
+    x = device(x_h)
+    got = host(ops.softmax(x))
+    log = host(ops.log_softmax(x))
+    assert np.isnan(got[0, 5]) and np.all(np.isnan(got[1]))
+    assert got[2, 7] == 0 and log[2, 7] == -np.inf
+    assert_matches(got[2:], ref_softmax(x_h[2:], -1), np.float32)
+    assert_matches(log[3], ref_log_softmax(x_h[3:], -1)[0], np.float32)
+
+
 # ----------------------------------------------------- out-of-range labels
 
 
 @pytest.mark.parametrize("bad", ["classes", -1, 2**40])
-@pytest.mark.parametrize("classes", [5, 3000])
+@pytest.mark.parametrize("classes", [5, 1000, 1027, 3000, 10_000])  # row_kernel, held by a warp / the block
 def test_cupy_out_of_range_label_gives_nan_then_index_error_at_the_next_call(bad, classes, rng):
     bad = classes if bad == "classes" else bad
     logits_h = random_array(rng, (4, classes), np.float32)
@@ -235,9 +328,9 @@ def test_cupy_explicit_and_current_stream(rng):
     assert_matches(host(out), ref_softmax(logits_h, -1), np.float32)
 
 
-def test_cuda_graph_capture_replays_every_op_on_new_data(rng):
+@pytest.mark.parametrize("shape", [(128, 40), (100, 500), (64, 3000)])  # row_kernel, held by a warp / the block
+def test_cuda_graph_capture_replays_every_op_on_new_data(shape, rng):
     s = cupy.cuda.Stream(non_blocking=True)
-    shape = (128, 40)
     with s:
         x = device(random_array(rng, shape, np.float32))
         labels = device(random_labels(rng, shape))
@@ -318,6 +411,29 @@ def test_torch_cuda_matches_torch(torch, dtype, rng):
     ]
     for ours, expected in checks:
         assert isinstance(ours, torch.Tensor) and ours.device == x.device and ours.dtype == tdtype
+        torch.testing.assert_close(ours.float(), expected.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("length", [255, 256, 257, 1024, 1025, 2048, 2049, 4096, 8192, 8193])
+def test_torch_cuda_held_rows_16_bit(torch, dtype, length, rng):
+    """16-bit rows held in registers (8 elements a chunk) accumulate in float32."""
+    F = torch.nn.functional
+    tdtype = getattr(torch, dtype)
+    x = torch.from_numpy(random_array(rng, (5, length), np.float32)).cuda().to(tdtype)
+    labels = torch.from_numpy(random_labels(rng, x.shape)).cuda()
+    tol = {"float16": 4e-3, "bfloat16": 2e-2}[dtype]
+    xr = x.detach().requires_grad_()
+    loss = F.cross_entropy(xr.float(), labels)
+    (dlogits,) = torch.autograd.grad(loss, xr)
+    checks = [
+        (ops.softmax(x), F.softmax(x.float(), -1)),
+        (ops.log_softmax(x[:, 1:]), F.log_softmax(x[:, 1:].float(), -1)),  # misaligned: element loads
+        (ops.softmax_cross_entropy(x, labels), loss),
+        (ops.softmax_cross_entropy_grad(x, labels), dlogits),
+    ]
+    for ours, expected in checks:
+        assert ours.dtype == tdtype
         torch.testing.assert_close(ours.float(), expected.float(), rtol=tol, atol=tol)
 
 

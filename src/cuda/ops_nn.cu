@@ -6,11 +6,15 @@
 // stores in a grid-stride loop; anything else one element per thread.
 //
 // Row ops (softmax, log_softmax, cross-entropy and its gradient) give each
-// row a group of G threads: 256 (a block) for long rows, 32 or 8 for short
-// ones, 1 when rows run along a strided axis (neighbouring threads then read
-// neighbouring rows, which is what coalesces). A group makes one pass over
+// row a group of G threads. Unit-stride rows of 65 to 8192 elements (4096
+// float64) are held in registers by a warp (up to 1024 elements) or the
+// whole block (row_held_kernel): read from memory once, max and sum reduced
+// by shuffles (and shared memory across warps), written from registers.
+// Other rows take row_kernel: G = 256 for longer rows, 8 for rows of up to
+// 64, 1 when rows run along a strided axis (neighbouring threads then read
+// neighbouring rows, which is what coalesces); a group makes one pass over
 // its row for the online max and sum (merged across the group with
-// shuffles), then one pass writing the result; the cross-entropy gradient
+// shuffles), then one pass writing the result. The cross-entropy gradient
 // never stores the softmax. The mean loss is reduced per block, then by one
 // block, in a fixed order: the same inputs give the same bits.
 //
@@ -24,6 +28,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/ops_nn.hpp"
 #include "cuda/api.hpp"
@@ -350,6 +355,224 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Rows r, RowArgs a) {
   }
 }
 
+// ------------------------------------------------- rows held in registers
+//
+// A row that fits is read from memory once: its group of G threads (a warp,
+// or the whole block) holds it in registers, V 16-byte chunks' worth of
+// elements a thread, and the max, the sum and the output all come from
+// there. Vectorized rows: chunk c of the row is the thread's chunk c / G of
+// lane c % G; other unit-stride rows: element j is its element j / G of lane
+// j % G (neighbouring lanes, neighbouring elements: coalesced).
+
+// The most chunks a thread holds: 32 elements of 16 or 32 bits (held as
+// float), 16 of 64: 32 or 64 registers, rows up to 8192 elements (4096
+// float64) with 256 threads, while at least two blocks fit on an SM.
+template <DType T> constexpr int max_held() { return sizeof(typename Elem<T>::S) == 2 ? 4 : 8; }
+
+template <DType T, int G, int V> struct Held {
+  using A = acc_t<T>;
+  static constexpr int K = Chunk<T>::kSize, N = V * K;
+
+  // The index in the row of this lane's element n (int: held rows are short).
+  static __device__ __forceinline__ int index(int n, int lane, bool vectorized) {
+    return vectorized ? ((n / K) * G + lane) * K + n % K : n * G + lane;
+  }
+
+  // v[n] = element index(n) of the row at `base` (0 past the row's end).
+  static __device__ __forceinline__ void load(A (&v)[N], const char* base, int64_t step, int length,
+                                              const RowArgs& a, int lane) {
+    if (a.vectorized) {
+      const int full = length / K;  // chunks wholly inside the row
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const int c = i * G + lane;
+        if (c < full) {
+          Chunk<T> chunk;
+          chunk.raw = reinterpret_cast<const uint4*>(base)[c];
+#pragma unroll
+          for (int k = 0; k < K; ++k) v[i * K + k] = Elem<T>::to(chunk.e[k]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const int j = c * K + k;
+            v[i * K + k] = j < length ? ld<T>(base + (int64_t)j * step, true) : A(0);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+        const int j = n * G + lane;
+        v[n] = j < length ? ld<T>(base + (int64_t)j * step, a.aligned) : A(0);
+      }
+    }
+  }
+
+  // The row at `base` = v (the elements inside the row only).
+  static __device__ __forceinline__ void store(const A (&v)[N], char* base, int64_t step, int length,
+                                               const RowArgs& a, int lane) {
+    if (a.vectorized) {
+      const int full = length / K;
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const int c = i * G + lane;
+        if (c < full) {
+          Chunk<T> chunk;
+#pragma unroll
+          for (int k = 0; k < K; ++k) chunk.e[k] = Elem<T>::from(v[i * K + k]);
+          reinterpret_cast<uint4*>(base)[c] = chunk.raw;
+        } else {
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            const int j = c * K + k;
+            if (j < length) st<T>(base + (int64_t)j * step, v[i * K + k], true);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+        const int j = n * G + lane;
+        if (j < length) st<T>(base + (int64_t)j * step, v[n], a.aligned);
+      }
+    }
+  }
+};
+
+// NaN never wins (as in RowStats::add, it turns the sum NaN instead).
+struct MaxOf {
+  template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return b > a ? b : a; }
+};
+struct SumOf {
+  template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
+
+// `op` over the G lanes of a group (G = 32 or the block); every lane gets
+// the same bits (a butterfly: each pair combines the same two values).
+// Called by every thread of the group (the whole block when G > 32).
+template <int G, class A, class Op>
+__device__ __forceinline__ A group_reduce(A v, A* shared, Op op) {
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, m));
+  if constexpr (G > 32) {
+    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = shared[0];
+#pragma unroll
+    for (int w = 1; w < G / 32; ++w) v = op(v, shared[w]);
+    __syncthreads();  // shared is free again for the next reduction
+  }
+  return v;
+}
+
+// The row ops on rows held in registers; the same math as row_kernel with
+// the exact max known before the sum: sum exp(x - max), an element equal to
+// the max counting 1 (RowStats::rescale: rows of -inf or +inf).
+template <DType T, RowOp Op, int G, int V>
+__global__ void __launch_bounds__(kThreads) row_held_kernel(Rows r, RowArgs a) {
+  using H = Held<T, G, V>;
+  using A = acc_t<T>;
+  constexpr int kGroups = kThreads / G;
+  constexpr bool kCrossEntropy = Op == RowOp::CrossEntropy || Op == RowOp::CrossEntropyGrad;
+  __shared__ A shared[kThreads / 32];
+  __shared__ double loss_shared[kThreads / 32];
+  const int lane = threadIdx.x % G;
+  const int length = (int)r.length;  // at most kThreads * max_held * 16 bytes
+  const bool probabilities = kCrossEntropy && !r.index_labels;
+  A scale = A(0);
+  if constexpr (Op == RowOp::CrossEntropyGrad)
+    scale = (A)((a.scale.data ? load_scalar(a.scale.data, a.scale.dtype) : a.scale.value) * a.inv_rows);
+  double loss_sum = 0.0;
+
+  // `first` is uniform across the block; a group past the last row is a
+  // whole warp (G = 32), which skips the row and its shuffles together.
+  for (int64_t first = (int64_t)blockIdx.x * kGroups; first < r.count; first += (int64_t)gridDim.x * kGroups) {
+    const int64_t row = first + threadIdx.x / G;
+    if (row >= r.count) continue;
+    int64_t off[kRowArrays];
+    r.locate(row, off);
+    const char* x = r.data[0] + off[0];
+    const char* p = r.data[1] + off[1];
+    char* o = r.data[2] + off[2];
+
+    A v[H::N];
+    H::load(v, x, r.step[0], length, a, lane);
+    A max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < H::N; ++n)
+      if (H::index(n, lane, a.vectorized) < length && v[n] > max) max = v[n];
+    max = group_reduce<G>(max, shared, MaxOf{});
+    // Softmax and the gradient keep exp(x - max) in v; the others keep x.
+    constexpr bool kKeepExp = Op == RowOp::Softmax || Op == RowOp::CrossEntropyGrad;
+    A sum = A(0);
+#pragma unroll
+    for (int n = 0; n < H::N; ++n) {
+      if (H::index(n, lane, a.vectorized) >= length) continue;
+      const A e = exp_of(v[n] - max);
+      sum += v[n] == max ? A(1) : e;
+      if constexpr (kKeepExp) v[n] = e;
+    }
+    sum = group_reduce<G>(sum, shared, SumOf{});
+
+    if constexpr (Op == RowOp::Softmax) {
+      const A inv_sum = A(1) / sum;
+#pragma unroll
+      for (int n = 0; n < H::N; ++n) v[n] *= inv_sum;
+      H::store(v, o, r.step[2], length, a, lane);
+    } else if constexpr (Op == RowOp::LogSoftmax) {
+      const A log_sum = log_of(sum);  // (x - max) - log(sum): see SoftmaxCpu
+#pragma unroll
+      for (int n = 0; n < H::N; ++n) v[n] = (v[n] - max) - log_sum;
+      H::store(v, o, r.step[2], length, a, lane);
+    } else if constexpr (Op == RowOp::CrossEntropy) {
+      if (probabilities) {
+        // -sum p (x - max - log(sum)) = mass log(sum) - shifted.
+        A q[H::N];
+        H::load(q, p, r.step[1], length, a, lane);
+        A mass = A(0), shifted = A(0);
+#pragma unroll
+        for (int n = 0; n < H::N; ++n) {
+          if (H::index(n, lane, a.vectorized) >= length) continue;
+          mass += q[n];
+          shifted += q[n] * (v[n] - max);
+        }
+        mass = group_reduce<G>(mass, shared, SumOf{});
+        shifted = group_reduce<G>(shifted, shared, SumOf{});
+        if (lane == 0) loss_sum += (double)(mass * log_of(sum) - shifted);
+      } else if (lane == 0) {
+        const int64_t label = load_label(p, r.label_dtype);
+        if (label_ok(label, r.length)) {
+          loss_sum += (double)(log_of(sum) - (ld<T>(x + label * r.step[0], a.aligned) - max));
+        } else {
+          loss_sum += (double)NAN;
+          record_range_error(a.bad_label, RangeErrorKind::Label, label, r.length);
+        }
+      }
+    } else {  // CrossEntropyGrad
+      const A inv_sum = A(1) / sum;
+      if (probabilities) {
+        A q[H::N];
+        H::load(q, p, r.step[1], length, a, lane);
+#pragma unroll
+        for (int n = 0; n < H::N; ++n) v[n] = (v[n] * inv_sum - q[n]) * scale;
+      } else {
+        const int64_t label = load_label(p, r.label_dtype);
+        const bool ok = label_ok(label, r.length);
+        if (!ok && lane == 0) record_range_error(a.bad_label, RangeErrorKind::Label, label, r.length);
+        const A bad = ok ? A(0) : A(NAN);  // NaN marks the row of a bad label
+#pragma unroll
+        for (int n = 0; n < H::N; ++n)
+          v[n] = (v[n] * inv_sum - A(H::index(n, lane, a.vectorized) == label)) * scale + bad;
+      }
+      H::store(v, o, r.step[2], length, a, lane);
+    }
+  }
+  if constexpr (Op == RowOp::CrossEntropy) {
+    const double total = block_sum(loss_sum, loss_shared);
+    if (threadIdx.x == 0) a.partials[blockIdx.x] = total;
+  }
+}
+
 // out (0-d) = sum of the blocks' partial sums / rows, in a fixed order.
 template <DType T>
 __global__ void __launch_bounds__(kThreads) mean_kernel(const double* partials, int blocks, double inv_rows,
@@ -361,29 +584,100 @@ __global__ void __launch_bounds__(kThreads) mean_kernel(const double* partials, 
   if (threadIdx.x == 0) st<T>(out, (acc_t<T>)(total * inv_rows), aligned);
 }
 
-// Threads per row: see the file's opening comment.
-int group_size(const Rows& r) {
+// How a row job runs: `group` threads a row, and `held` chunks a thread
+// when the row is held in registers (row_held_kernel), 0 for row_kernel.
+struct RowPath {
+  int group = 256, held = 0;
+};
+
+// See the file's opening comment. Unit-stride rows of 65 elements up to 256
+// threads x max_held chunks are held: by a warp while 32 threads hold them,
+// else by the block; held counts are powers of two.
+template <DType T> RowPath row_path(const Rows& r) {
+  constexpr int64_t K = Chunk<T>::kSize, kMax = max_held<T>();
   const bool unit_rows = r.step[0] == itemsize(r.dtype) || r.length == 1;
-  if (!unit_rows && r.count >= 4096) return 1;
-  if (r.length <= 64) return 8;
-  if (r.length <= 1024) return 32;
-  return 256;
+  if (!unit_rows && r.count >= 4096) return {1, 0};
+  if (r.length <= 64) return {8, 0};
+  if (unit_rows && r.length <= kThreads * kMax * K) {
+    const int group = r.length <= 32 * kMax * K ? 32 : kThreads;
+    int held = 1;
+    while ((int64_t)group * held * K < r.length) held *= 2;
+    return {group, held};
+  }
+  return {r.length <= 1024 ? 32 : 256, 0};
+}
+
+RowPath path_of(const Rows& r) {
+  RowPath path;
+  dispatch_float(r.dtype, [&](auto t) { path = row_path<decltype(t)::value>(r); });
+  return path;
 }
 
 // The number of blocks each row kernel launch uses, for sizing the partial sums.
 int row_blocks(const Rows& r) {
-  const int groups = kThreads / group_size(r);
+  const int groups = kThreads / path_of(r).group;
   return grid_size((r.count + groups - 1) / groups);
 }
 
+using RowKernel = void (*)(Rows, RowArgs);
+
+template <DType T, RowOp Op> RowKernel held_kernel(const RowPath& path) {
+  constexpr int kMax = max_held<T>();
+  switch (path.group * 16 + path.held) {  // held < 16
+    case 32 * 16 + 1: return row_held_kernel<T, Op, 32, 1>;
+    case 32 * 16 + 2: return row_held_kernel<T, Op, 32, 2>;
+    case 32 * 16 + 4: return row_held_kernel<T, Op, 32, 4>;
+    case kThreads * 16 + 1:  // 16-bit rows of 1025 to 2048 elements
+      if constexpr (kMax < 8) return row_held_kernel<T, Op, kThreads, 1>;
+      break;
+    case kThreads * 16 + 2: return row_held_kernel<T, Op, kThreads, 2>;
+    case kThreads * 16 + 4: return row_held_kernel<T, Op, kThreads, 4>;
+    case 32 * 16 + 8:
+      if constexpr (kMax >= 8) return row_held_kernel<T, Op, 32, 8>;
+      break;
+    case kThreads * 16 + 8:
+      if constexpr (kMax >= 8) return row_held_kernel<T, Op, kThreads, 8>;
+      break;
+  }
+  throw std::logic_error("ops_nn: no held-row kernel for this row length");
+}
+
+template <DType T> RowKernel held_kernel(RowOp op, const RowPath& path) {
+  switch (op) {
+    case RowOp::Softmax: return held_kernel<T, RowOp::Softmax>(path);
+    case RowOp::LogSoftmax: return held_kernel<T, RowOp::LogSoftmax>(path);
+    case RowOp::CrossEntropy: return held_kernel<T, RowOp::CrossEntropy>(path);
+    default: return held_kernel<T, RowOp::CrossEntropyGrad>(path);
+  }
+}
+
+// A held kernel's grid: no more blocks than are resident at once (their
+// registers allow fewer than kBlocksPerSM), so that no late partial wave
+// leaves SMs idle at the end. At most row_blocks(r).
+int resident_grid(RowKernel kernel, const Rows& r) {
+  int device = 0, sms = 0, per_sm = 0;
+  GF_CUDA_CHECK(cudaGetDevice(&device));
+  GF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  return std::max(1, std::min(row_blocks(r), sms * std::max(per_sm, 1)));
+}
+
+// Launches the row job; returns its number of blocks (<= row_blocks(r)).
 template <DType T>
 int launch_rows(const Rows& r, const RowArgs& args, cudaStream_t stream) {
-  const int blocks = row_blocks(r);
-  switch (group_size(r)) {
-    case 1: row_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(r, args); break;
-    case 8: row_kernel<T, 8><<<blocks, kThreads, 0, stream>>>(r, args); break;
-    case 32: row_kernel<T, 32><<<blocks, kThreads, 0, stream>>>(r, args); break;
-    default: row_kernel<T, 256><<<blocks, kThreads, 0, stream>>>(r, args); break;
+  const RowPath path = row_path<T>(r);
+  int blocks = row_blocks(r);
+  if (path.held) {
+    const RowKernel kernel = held_kernel<T>(args.op, path);
+    blocks = resident_grid(kernel, r);
+    kernel<<<blocks, kThreads, 0, stream>>>(r, args);
+  } else {
+    switch (path.group) {
+      case 1: row_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(r, args); break;
+      case 8: row_kernel<T, 8><<<blocks, kThreads, 0, stream>>>(r, args); break;
+      case 32: row_kernel<T, 32><<<blocks, kThreads, 0, stream>>>(r, args); break;
+      default: row_kernel<T, 256><<<blocks, kThreads, 0, stream>>>(r, args); break;
+    }
   }
   GF_CUDA_CHECK_LAUNCH();
   return blocks;
@@ -424,14 +718,14 @@ void cross_entropy(const Rows& rows, const ArrayDesc& loss, intptr_t stream) {
   const cudaStream_t s = as_stream(stream);
   RowArgs args = row_args(RowOp::CrossEntropy, rows);
   if (rows.index_labels) args.bad_label = range_error_slot();
-  const int blocks = rows.count ? row_blocks(rows) : 0;
+  const int most_blocks = rows.count ? row_blocks(rows) : 0;
   CudaBackend backend(stream);
-  std::unique_ptr<TempBuffer> partials = backend.allocate((int64_t)std::max(blocks, 1) * sizeof(double));
+  std::unique_ptr<TempBuffer> partials = backend.allocate((int64_t)std::max(most_blocks, 1) * sizeof(double));
   args.partials = reinterpret_cast<double*>(partials->data);
   const bool out_aligned = reinterpret_cast<uintptr_t>(loss.data) % itemsize(loss.dtype) == 0;
   dispatch_float(rows.dtype, [&](auto t) {
     constexpr DType T = decltype(t)::value;
-    if (blocks) launch_rows<T>(rows, args, s);
+    const int blocks = most_blocks ? launch_rows<T>(rows, args, s) : 0;
     // No rows: 0 * inf = NaN, as torch's mean of nothing.
     mean_kernel<T><<<1, kThreads, 0, s>>>(args.partials, blocks, blocks ? args.inv_rows : (double)NAN,
                                           loss.data, out_aligned);
