@@ -96,6 +96,25 @@ struct StoreFromDouble {
   static void run(char* p, double v) { store_from_double<T>(p, v); }
 };
 
+// A 16-byte element (complex128), moved whole.
+struct alignas(16) Word16 {
+  uint64_t lo, hi;
+};
+
+// Calls f(W{}) with W the plain word type of `bytes` bytes (1, 2, 4, 8 or
+// 16): kernels that only move elements (copies, broadcasts, gathers) are
+// templated on the element's size, not its dtype.
+template <class F>
+decltype(auto) with_word(int bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: return f(Word16{});
+  }
+}
+
 // Calls Fn<t>::run(args...) for the runtime real dtype t: one switch, so that
 // kernels are templated on the dtype and nothing else.
 template <template <DType> class Fn, class... Args>

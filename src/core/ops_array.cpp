@@ -41,10 +41,6 @@ ArrayDesc broadcast_source(const ArrayDesc& src, const ArrayDesc& out) {
 
 namespace {
 
-struct alignas(16) Word16 {
-  uint64_t lo, hi;
-};
-
 // Copies runs along the last axis as machine words of the element's size.
 template <class W>
 void copy_runs(const ArrayDesc& src, const ArrayDesc& out) {
@@ -76,13 +72,7 @@ void copy_runs(const ArrayDesc& src, const ArrayDesc& out) {
 
 void copy_broadcast(const ArrayDesc& src, const ArrayDesc& out) {
   if (out.size() == 0) return;
-  switch (itemsize(out.dtype)) {
-    case 1: return copy_runs<uint8_t>(src, out);
-    case 2: return copy_runs<uint16_t>(src, out);
-    case 4: return copy_runs<uint32_t>(src, out);
-    case 8: return copy_runs<uint64_t>(src, out);
-    default: return copy_runs<Word16>(src, out);
-  }
+  with_word(itemsize(out.dtype), [&](auto word) { copy_runs<decltype(word)>(src, out); });
 }
 
 // ---- sum ----------------------------------------------------------------------
@@ -429,20 +419,10 @@ void gather_runs(const GatherPlan& p, const ArrayDesc& out) {
   }
 }
 
-struct alignas(16) Bytes16 {
-  uint64_t lo, hi;
-};
-
 template <DType T>
 struct GatherKernel {
   static void run(const GatherPlan& p, const ArrayDesc& out) {
-    switch (itemsize(out.dtype)) {
-      case 1: return gather_runs<T, uint8_t>(p, out);
-      case 2: return gather_runs<T, uint16_t>(p, out);
-      case 4: return gather_runs<T, uint32_t>(p, out);
-      case 8: return gather_runs<T, uint64_t>(p, out);
-      default: return gather_runs<T, Bytes16>(p, out);
-    }
+    with_word(itemsize(out.dtype), [&](auto word) { gather_runs<T, decltype(word)>(p, out); });
   }
 };
 

@@ -18,10 +18,6 @@
 namespace gpufilt::cuda {
 namespace {
 
-struct alignas(16) Word16 {
-  uint64_t lo, hi;
-};
-
 // ---- fill and broadcast_to --------------------------------------------------
 
 struct CopyArgs {
@@ -58,13 +54,7 @@ void launch_copy(const CopyArgs& g, cudaStream_t stream) {
 }
 
 void launch_copy_any(const CopyArgs& g, int item, cudaStream_t stream) {
-  switch (item) {
-    case 1: return launch_copy<uint8_t>(g, stream);
-    case 2: return launch_copy<uint16_t>(g, stream);
-    case 4: return launch_copy<uint32_t>(g, stream);
-    case 8: return launch_copy<uint64_t>(g, stream);
-    default: return launch_copy<Word16>(g, stream);
-  }
+  with_word(item, [&](auto word) { launch_copy<decltype(word)>(g, stream); });
 }
 
 // ---- runs copied by teams of threads (broadcast_to and gather fast paths) ------
@@ -200,13 +190,7 @@ void launch_run_copy(const RunCopyArgs& g, cudaStream_t stream) {
 }
 
 void launch_run_copy_any(const RunCopyArgs& g, int item, cudaStream_t stream) {
-  switch (item) {
-    case 1: return launch_run_copy<uint8_t>(g, stream);
-    case 2: return launch_run_copy<uint16_t>(g, stream);
-    case 4: return launch_run_copy<uint32_t>(g, stream);
-    case 8: return launch_run_copy<uint64_t>(g, stream);
-    default: return launch_run_copy<Word16>(g, stream);
-  }
+  with_word(item, [&](auto word) { launch_run_copy<decltype(word)>(g, stream); });
 }
 
 // ---- sum ----------------------------------------------------------------------
@@ -713,13 +697,7 @@ struct GatherLaunch {
   }
   template <class Args>
   static void run(const Args& g, int item, cudaStream_t stream) {
-    switch (item) {
-      case 1: return launch<uint8_t>(g, stream);
-      case 2: return launch<uint16_t>(g, stream);
-      case 4: return launch<uint32_t>(g, stream);
-      case 8: return launch<uint64_t>(g, stream);
-      default: return launch<Word16>(g, stream);
-    }
+    with_word(item, [&](auto word) { launch<decltype(word)>(g, stream); });
   }
 };
 

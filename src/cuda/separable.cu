@@ -414,9 +414,6 @@ void launch_elementwise(const ArrayDesc& in, const ArrayDesc& out, const Op& op,
 }
 
 // An element moved as `words` machine words of type Word: bit-exact.
-struct alignas(16) Bytes16 {
-  uint64_t lo, hi;
-};
 template <class Word>
 struct CopyWords {
   int words;
@@ -456,13 +453,7 @@ int copy_word(const ArrayDesc& in, const ArrayDesc& out) {
 
 void copy_bits(const ArrayDesc& in, const ArrayDesc& out, cudaStream_t stream) {
   const int word = copy_word(in, out), words = itemsize(in.dtype) / word;
-  switch (word) {
-    case 16: return launch_elementwise(in, out, CopyWords<Bytes16>{words}, stream);
-    case 8: return launch_elementwise(in, out, CopyWords<uint64_t>{words}, stream);
-    case 4: return launch_elementwise(in, out, CopyWords<uint32_t>{words}, stream);
-    case 2: return launch_elementwise(in, out, CopyWords<uint16_t>{words}, stream);
-    default: return launch_elementwise(in, out, CopyWords<uint8_t>{words}, stream);
-  }
+  with_word(word, [&](auto w) { launch_elementwise(in, out, CopyWords<decltype(w)>{words}, stream); });
 }
 
 // ---- temporaries --------------------------------------------------------------
