@@ -37,3 +37,16 @@ def pytest_collection_modifyitems(config, items):
 def rng():
     """A fixed-seed generator: random data, reproducible failures."""
     return np.random.default_rng(SEED)
+
+
+@pytest.fixture
+def jax_gpu():
+    """(jax, its first GPU device); skips without jax or a jax GPU."""
+    jax = pytest.importorskip("jax")
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if not gpus:
+        pytest.skip("jax has no GPU device")
+    return jax, gpus[0]

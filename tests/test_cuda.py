@@ -689,18 +689,6 @@ def test_numba_device_array_in_place(numba_cuda, rng):
 # ---------------------------------------------------------------------- jax
 
 
-@pytest.fixture
-def jax_gpu():
-    jax = pytest.importorskip("jax")
-    try:
-        gpus = jax.devices("gpu")
-    except RuntimeError:
-        gpus = []
-    if not gpus:
-        pytest.skip("jax has no GPU device")
-    return jax, gpus[0]
-
-
 def test_jax_gpu_array_returns_jax_array_on_its_device(jax_gpu, rng):
     jax, gpu = jax_gpu
     host = random_array(rng, (16, 18), np.float32)

@@ -325,15 +325,9 @@ def test_cuda_views_share_memory():
 
 
 @pytest.mark.cuda
-def test_cuda_view_taken_by_jax_without_copy():
+def test_cuda_view_taken_by_jax_without_copy(jax_gpu):
     cupy = pytest.importorskip("cupy")
-    jax = pytest.importorskip("jax")
-    try:
-        gpus = jax.devices("gpu")
-    except RuntimeError:
-        gpus = []
-    if not gpus:
-        pytest.skip("jax has no GPU device")
+    jax, _ = jax_gpu
     x = cupy.arange(60, dtype=cupy.float32).reshape(3, 4, 5)
     j = jax.numpy.from_dlpack(_device_wrap(x))
     assert j.unsafe_buffer_pointer() == x.data.ptr
