@@ -63,6 +63,8 @@ void chain_real(LineBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
                 const std::vector<LinePass>& passes, double cval) {
   if (passes.empty()) {
     backend.copy(in, out);
+  } else if (backend.fused_chain(in, out, passes, cval)) {
+    return;
   } else if (backend.filters_in_place()) {
     chain_in_place(backend, in, out, passes, cval);
   } else {

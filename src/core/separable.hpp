@@ -56,6 +56,12 @@ class LineBackend {
   virtual std::unique_ptr<TempBuffer> allocate(int64_t bytes) = 0;
   // True when a pass may read and write the very same array (line buffered).
   virtual bool filters_in_place() const = 0;
+  // Runs a whole real chain in one go when the backend has a fused kernel for
+  // it (same results as pass by pass); false leaves it to line_pass.
+  virtual bool fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                           double cval) {
+    return false;
+  }
   // out = filter(in); real dtypes; `in` and `out` never overlap.
   virtual void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                               double cval) = 0;

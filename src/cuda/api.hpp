@@ -33,6 +33,8 @@ class CudaBackend final : public LineBackend {
   void copy(const ArrayDesc& in, const ArrayDesc& out) override;
   std::unique_ptr<TempBuffer> allocate(int64_t bytes) override;
   bool filters_in_place() const override { return false; }
+  bool fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                   double cval) override;
   void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                       double cval) override;
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;

@@ -1,0 +1,473 @@
+// Fused separable chains: up to three 1-D passes of a chain (core/separable.hpp),
+// one per axis of a 2-D or 3-D array and in axis order, computed with one
+// read of the input and one write of the output instead of a read and a
+// write per pass.
+//
+// A block owns a tile of TY x TX output columns (the last two axes; a 2-D
+// array has one row) and marches along axis 0, one plane per step:
+//   1. the input plane the pass along axis 0 needs next is loaded for the
+//      tile and its halo (ring[slot][column], the last taps0 planes kept);
+//   2. pass 0 over the ring -> A[halo rows][halo columns]   (shared memory)
+//   3. pass 1 over A's rows  -> B[rows][halo columns]
+//   4. pass 2 over B's columns -> the output plane.
+// Every intermediate is rounded to the output dtype exactly as the chain
+// stores it between passes, the taps are summed in scipy's order without
+// fused multiply-adds (the line kernels' rule), and the halo takes the
+// boundary extension of each pass along its own axis, so the results are
+// those of the pass-by-pass chain to the last bit. The next plane's loads
+// are issued before the current plane is computed, to keep them in flight.
+//
+// Chains this does not cover (more axes, other orders, longer filters,
+// dtype conversions, overlapping arrays, layouts whose last axis is not the
+// most contiguous) return false and run pass by pass (separable.cu).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <type_traits>
+
+#include "core/border.hpp"
+#include "core/cast.hpp"
+#include "cuda/api.hpp"
+#include "cuda/check.cuh"
+#include "cuda/elements.cuh"
+
+namespace gpufilt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxTaps = 17;         // per axis: radius 8, gaussian sigma 2
+constexpr int kMaxColumns = 8;       // haloed columns a thread loads per plane
+constexpr int kMaxBEntries = 8;      // pass-1 results a thread computes per plane
+constexpr int kMaxOutputs = 4;       // outputs a thread stores per plane
+constexpr int kSharedBudget = 64 * 1024;
+constexpr int kDefaultShared = 48 * 1024;  // more needs an opt-in per kernel
+constexpr int kMaxGridYZ = 65535;
+
+// One pass of the chain, or none (taps == 0: the axis is copied through).
+struct FusedPass {
+  int taps = 0, left = 0, symmetry = 0;
+  LineKind kind = LineKind::Correlate;
+  Mode mode = Mode::Nearest;  // for no pass: clamps the tile's overhang
+  double size = 1.0;          // the uniform divisor
+  double weights[kMaxTaps] = {};
+  float weights_f[kMaxTaps] = {};  // the same, for data summed in float
+};
+
+struct FusedArgs {
+  const char* in;
+  char* out;
+  int64_t n[3], in_step[3], out_step[3];  // plane, row and column axes; bytes
+  FusedPass pass[3];
+  double cval;
+  int tile_y, tile_x, halo_y, halo_x;  // halo_*: tile plus taps - 1
+  int planes_per_block;
+};
+static_assert(sizeof(FusedArgs) <= 4096, "fused arguments must stay a small parameter block");
+
+// How a pass sums. Wide data (8/16-bit and wider integers, float64) is summed
+// in double with separately rounded multiplies and adds, in the line
+// kernels' order: their results to the last bit (separable.cu,
+// correlate_all_rows), so a flat integer image stays flat. float32 and
+// float16 data are summed in float with fused multiply-adds, as DESIGN.md
+// allows: within their tolerance of scipy, and double's conversions and
+// half-rate arithmetic were most of the kernel's time on the H100.
+template <class Acc>
+struct Arith;
+
+template <>
+struct Arith<double> {
+  static __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
+  static __device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+  static __device__ __forceinline__ double sub(double a, double b) { return __dsub_rn(a, b); }
+  static __device__ __forceinline__ double weight(const FusedPass& p, int k) { return p.weights[k]; }
+};
+
+template <>
+struct Arith<float> {  // plain operators: ptxas contracts them into FMAs
+  static __device__ __forceinline__ float mul(float a, float b) { return a * b; }
+  static __device__ __forceinline__ float add(float a, float b) { return a + b; }
+  static __device__ __forceinline__ float sub(float a, float b) { return a - b; }
+  static __device__ __forceinline__ float weight(const FusedPass& p, int k) { return p.weights_f[k]; }
+};
+
+// One pass at one output, tap k read through x(k), in scipy's tap order
+// (LinePass::symmetry). TAPS > 0 is the pass's tap count known at compile
+// time: the loops unroll, taps and weights become fixed operands.
+template <class Acc, int TAPS, class Tap>
+__device__ __forceinline__ Acc apply_pass(const FusedPass& p, const Tap& x) {
+  using M = Arith<Acc>;
+  const int taps = TAPS > 0 ? TAPS : p.taps;
+  switch (p.kind) {
+    case LineKind::Correlate: {
+      if (p.symmetry != 0) {
+        const int c = taps / 2;
+        Acc sum = M::mul(x(c), M::weight(p, c));
+#pragma unroll
+        for (int k = 0; k < c; ++k) {
+          const Acc pair = p.symmetry > 0 ? M::add(x(k), x(2 * c - k)) : M::sub(x(k), x(2 * c - k));
+          sum = M::add(sum, M::mul(pair, M::weight(p, k)));
+        }
+        return sum;
+      }
+      Acc sum = M::mul(x(taps - 1), M::weight(p, taps - 1));
+#pragma unroll
+      for (int k = 0; k + 1 < taps; ++k) sum = M::add(sum, M::mul(x(k), M::weight(p, k)));
+      return sum;
+    }
+    case LineKind::Uniform: {
+      Acc sum = 0;
+#pragma unroll
+      for (int k = 0; k < taps; ++k) sum += x(k);
+      return sum / (Acc)p.size;
+    }
+    default: {  // scipy's rule: replaced only by a strictly smaller (larger) value
+      const bool minimum = p.kind == LineKind::Minimum;
+      Acc v = x(0);
+#pragma unroll
+      for (int k = 1; k < taps; ++k) {
+        const Acc xk = x(k);
+        if (minimum ? xk < v : xk > v) v = xk;
+      }
+      return v;
+    }
+  }
+}
+
+// The type a dtype's passes are summed in (see Arith).
+template <DType T>
+using AccumulatorOf = std::conditional_t<T == DType::Float32 || T == DType::Float16, float, double>;
+
+template <DType T>
+__device__ __forceinline__ AccumulatorOf<T> as_acc(typename storage<T>::type s) {
+  if constexpr (T == DType::Float32) return s;
+  else if constexpr (T == DType::Float16) return half_bits_to_float(s);
+  else return load_as_double<T>(reinterpret_cast<const char*>(&s));
+}
+
+// v as the chain stores it between passes: converted to T and read back.
+template <DType T>
+__device__ __forceinline__ AccumulatorOf<T> round_to(AccumulatorOf<T> v) {
+  if constexpr (T == DType::Float32) return v;
+  else if constexpr (T == DType::Float16) return half_bits_to_float(float_to_half_bits(v));
+  else {
+    typename storage<T>::type s;
+    store_from_double<T>(reinterpret_cast<char*>(&s), v);
+    return as_acc<T>(s);
+  }
+}
+
+// What a thread touches, decoded once per block. Haloed column c (of the
+// ring and A) is threadIdx.x + j * kThreads; B entry e and output entry o
+// likewise with i.
+struct ThreadMap {
+  int32_t in_offset[kMaxColumns];  // column j's input byte offset within a plane (plane_fits_int32)
+  uint32_t cval_rows = 0;          // bit j: column j lies in a constant-mode row
+  uint32_t cval_b = 0;             // bit i: B entry i lies in a constant-mode column
+  int32_t out_offset[kMaxOutputs]; // output entry i's byte offset within a plane
+  int b_index[kMaxOutputs];        // and its B index; -1 outside the array
+};
+
+__device__ ThreadMap map_thread(const FusedArgs& a, int64_t y0, int64_t x0) {
+  const FusedPass &p1 = a.pass[1], &p2 = a.pass[2];
+  const int HX = a.halo_x, columns = a.halo_y * HX;
+  ThreadMap m;
+#pragma unroll
+  for (int j = 0; j < kMaxColumns; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    if (c >= columns) break;
+    int64_t y = border_index(y0 - p1.left + c / HX, a.n[1], p1.mode);
+    int64_t x = border_index(x0 - p2.left + c % HX, a.n[2], p2.mode);
+    if (y < 0) m.cval_rows |= 1u << j;
+    y = max(y, (int64_t)0);  // constant-mode cells are loaded from anywhere and replaced
+    x = max(x, (int64_t)0);
+    m.in_offset[j] = (int32_t)(y * a.in_step[1] + x * a.in_step[2]);
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxBEntries; ++i) {
+    const int e = threadIdx.x + i * kThreads;
+    const int64_t x = x0 - p2.left + e % HX;
+    if (e < a.tile_y * HX && p2.mode == Mode::Constant && (x < 0 || x >= a.n[2])) m.cval_b |= 1u << i;
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxOutputs; ++i) {
+    const int o = threadIdx.x + i * kThreads, ty = o / a.tile_x, tx = o % a.tile_x;
+    const int64_t y = y0 + ty, x = x0 + tx;
+    const bool inside = o < a.tile_y * a.tile_x && y < a.n[1] && x < a.n[2];
+    m.b_index[i] = inside ? ty * HX + tx : -1;
+    m.out_offset[i] = inside ? (int32_t)(y * a.out_step[1] + x * a.out_step[2]) : 0;
+  }
+  return m;
+}
+
+// Loads relative plane p of this block (its first plane minus pass 0's left
+// taps, plus p) for the thread's columns; false when the plane is all cval.
+template <DType T>
+__device__ bool fetch_plane(const FusedArgs& a, int64_t first, int p, const ThreadMap& m, int columns,
+                            typename storage<T>::type (&reg)[kMaxColumns]) {
+  using S = typename storage<T>::type;
+  const int64_t z = border_index(first - a.pass[0].left + p, a.n[0], a.pass[0].mode);
+  if (z < 0) return false;
+  const char* plane = a.in + z * a.in_step[0];
+#pragma unroll
+  for (int j = 0; j < kMaxColumns; ++j) {
+    if (threadIdx.x + j * kThreads >= columns) break;
+    reg[j] = __ldg(reinterpret_cast<const S*>(plane + m.in_offset[j]));
+  }
+  return true;
+}
+
+// TAPS > 0: every pass of the chain has exactly TAPS taps (see apply_pass).
+template <DType T, int TAPS>
+__global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constant__ FusedArgs a) {
+  using S = typename storage<T>::type;
+  using Acc = AccumulatorOf<T>;
+  const FusedPass &p0 = a.pass[0], &p1 = a.pass[1], &p2 = a.pass[2];
+  const int HX = a.halo_x, TY = a.tile_y, columns = a.halo_y * HX;
+  const int ring_len = max(p0.taps, 1);
+  const Acc cval = (Acc)a.cval;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Acc* A = reinterpret_cast<Acc*>(shared_bytes);  // [halo_y][HX]: pass 0, rounded
+  Acc* B = A + columns;                            // [TY][HX]: pass 1, rounded
+  Acc* ring = B + TY * HX;                         // [ring_len][columns]: input planes
+
+  const int64_t y0 = (int64_t)blockIdx.y * TY, x0 = (int64_t)blockIdx.x * a.tile_x;
+  const int64_t first = (int64_t)blockIdx.z * a.planes_per_block;
+  const int steps = (int)min((int64_t)a.planes_per_block, a.n[0] - first);
+  const ThreadMap m = map_thread(a, y0, x0);
+  Acc* const my_ring = ring + threadIdx.x;  // column j of slot s: my_ring[s * columns + j * kThreads]
+
+  S next[kMaxColumns];
+  // An all-cval plane (pass 0's constant mode) is stored as cval.
+  auto put = [&](int slot, bool loaded) {
+#pragma unroll
+    for (int j = 0; j < kMaxColumns; ++j) {
+      if (threadIdx.x + j * kThreads >= columns) break;
+      my_ring[slot * columns + j * kThreads] = loaded ? as_acc<T>(next[j]) : cval;
+    }
+  };
+  for (int p = 0; p + 1 < ring_len; ++p) put(p, fetch_plane<T>(a, first, p, m, columns, next));
+  bool loaded = fetch_plane<T>(a, first, ring_len - 1, m, columns, next);
+
+  for (int s = 0; s < steps; ++s) {
+    const int base = s % ring_len;  // slot of tap 0
+    put(base == 0 ? ring_len - 1 : base - 1, loaded);
+    if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + ring_len, m, columns, next);
+
+    // 2. pass 0 along the planes, for the thread's own columns of the ring
+    const Acc* tap_slot[TAPS > 0 ? TAPS : 1];  // per tap: my_ring at its slot
+    if constexpr (TAPS > 0) {
+#pragma unroll
+      for (int k = 0; k < TAPS; ++k) {
+        const int slot = base + k < ring_len ? base + k : base + k - ring_len;
+        tap_slot[k] = my_ring + slot * columns;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxColumns; ++j) {
+      if (threadIdx.x + j * kThreads >= columns) break;
+      auto tap = [&](int k) {
+        if constexpr (TAPS > 0) {
+          return tap_slot[k][j * kThreads];
+        } else {
+          const int slot = base + k < ring_len ? base + k : base + k - ring_len;
+          return my_ring[slot * columns + j * kThreads];
+        }
+      };
+      const Acc v = p0.taps ? round_to<T>(apply_pass<Acc, TAPS>(p0, tap)) : tap(0);
+      A[threadIdx.x + j * kThreads] = (m.cval_rows >> j & 1u) ? cval : v;
+    }
+    __syncthreads();
+
+    // 3. pass 1 along the rows; a constant-mode column halo is cval
+#pragma unroll
+    for (int i = 0; i < kMaxBEntries; ++i) {
+      const int e = threadIdx.x + i * kThreads;
+      if (e >= TY * HX) break;
+      const Acc* column = A + e;  // A[(ty + k) * HX + cx] = column[k * HX]
+      Acc v;
+      if (m.cval_b >> i & 1u) v = cval;
+      else if (p1.taps) v = round_to<T>(apply_pass<Acc, TAPS>(p1, [&](int k) { return column[k * HX]; }));
+      else v = column[0];
+      B[e] = v;
+    }
+    __syncthreads();
+
+    // 4. pass 2 along the columns, stored
+    char* plane = a.out + (first + s) * a.out_step[0];
+#pragma unroll
+    for (int i = 0; i < kMaxOutputs; ++i) {
+      if (m.b_index[i] < 0) continue;
+      const Acc* row = B + m.b_index[i];
+      const Acc v = p2.taps ? apply_pass<Acc, TAPS>(p2, [&](int k) { return row[k]; }) : row[0];
+      store_elem<T>(plane + m.out_offset[i], v, true);
+    }
+    // No barrier here: A is next written after every thread has read it
+    // (the barrier above), B after the next step's first barrier.
+  }
+}
+
+// ---- planning -------------------------------------------------------------------
+
+struct FusedPlan {
+  FusedArgs args;
+  dim3 grid;
+  size_t shared_bytes;
+};
+
+FusedPass fused_pass(const LinePass& pass) {
+  FusedPass p;
+  p.taps = (int)pass.taps();
+  p.left = (int)pass.left();
+  p.symmetry = pass.symmetry();
+  p.kind = pass.kind;
+  p.mode = pass.mode;
+  p.size = (double)pass.size;
+  if (pass.kind == LineKind::Correlate) {
+    std::copy(pass.weights.begin(), pass.weights.end(), p.weights);
+    std::copy(pass.weights.begin(), pass.weights.end(), p.weights_f);
+  }
+  return p;
+}
+
+// True when the last axis is the most contiguous one of `a`: the tile's rows
+// are then read and written in coalesced runs.
+bool last_axis_innermost(const ArrayDesc& a) {
+  const int64_t inner = std::llabs(a.strides[a.ndim - 1]);
+  for (int d = 0; d + 1 < a.ndim; ++d)
+    if (a.shape[d] > 1 && std::llabs(a.strides[d]) < inner) return false;
+  return true;
+}
+
+// True when every byte offset within one plane (all axes but the first)
+// fits in 32 bits: the kernel keeps them in half the registers.
+bool plane_fits_int32(const ArrayDesc& a) {
+  int64_t span = 0;
+  for (int d = 1; d < a.ndim; ++d) span += (a.shape[d] - 1) * std::llabs(a.strides[d]);
+  return span < INT32_MAX;
+}
+
+bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes) {
+  if (in.ndim < 2 || in.ndim > 3 || in.dtype != out.dtype || is_complex(in.dtype)) return false;
+  if (!same_shape(in, out) || in.size() == 0 || may_overlap(in, out)) return false;
+  if (!is_aligned(in) || !is_aligned(out) || !last_axis_innermost(in) || !last_axis_innermost(out))
+    return false;
+  if (in.ndim == 3 && (!plane_fits_int32(in) || !plane_fits_int32(out))) return false;
+  if (passes.empty() || passes.size() > (size_t)in.ndim) return false;
+  for (size_t k = 0; k < passes.size(); ++k) {
+    const LinePass& p = passes[k];
+    if (p.axis < 0 || p.axis >= in.ndim || p.taps() < 1 || p.taps() > kMaxTaps) return false;
+    if (k > 0 && p.axis <= passes[k - 1].axis) return false;  // one per axis, in axis order
+  }
+  return true;
+}
+
+// A, B and the ring, in elements of the accumulator (`item` bytes).
+size_t shared_bytes_for(const FusedArgs& a, size_t item) {
+  const size_t columns = (size_t)a.halo_y * a.halo_x;
+  const size_t ring_len = std::max(a.pass[0].taps, 1);
+  return (columns * (1 + ring_len) + (size_t)a.tile_y * a.halo_x) * item;
+}
+
+// Picks the largest tile whose halo and ring fit the shared-memory budget.
+bool choose_fused_tile(FusedArgs& a, size_t item, bool has_rows, size_t& shared) {
+  static const int kTiles3[][2] = {{16, 64}, {8, 64}, {8, 32}, {4, 32}};
+  static const int kTiles2[][2] = {{1, 256}, {1, 128}};
+  const int (*tiles)[2] = has_rows ? kTiles3 : kTiles2;
+  const int count = has_rows ? 4 : 2;
+  for (int t = 0; t < count; ++t) {
+    a.tile_y = tiles[t][0];
+    a.tile_x = tiles[t][1];
+    a.halo_y = a.tile_y + std::max(a.pass[1].taps, 1) - 1;
+    a.halo_x = a.tile_x + std::max(a.pass[2].taps, 1) - 1;
+    shared = shared_bytes_for(a, item);
+    if (a.halo_y * a.halo_x <= kMaxColumns * kThreads && a.tile_y * a.halo_x <= kMaxBEntries * kThreads &&
+        a.tile_y * a.tile_x <= kMaxOutputs * kThreads && shared <= (size_t)kSharedBudget)
+      return true;
+  }
+  return false;
+}
+
+bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                double cval, FusedPlan& plan) {
+  if (!fusable(in, out, passes)) return false;
+  FusedArgs& a = plan.args;
+  a = FusedArgs{};
+  a.in = in.data;
+  a.out = out.data;
+  a.cval = cval;
+  // Array axes onto the plane, row and column stages; a 2-D array has one row.
+  const int stage_of_axis[2][3] = {{0, 2, -1}, {0, 1, 2}};
+  const int* stage = stage_of_axis[in.ndim - 2];
+  for (int s = 0; s < 3; ++s) a.n[s] = 1;
+  for (int d = 0; d < in.ndim; ++d) {
+    a.n[stage[d]] = in.shape[d];
+    a.in_step[stage[d]] = in.strides[d];
+    a.out_step[stage[d]] = out.strides[d];
+  }
+  for (const LinePass& p : passes) a.pass[stage[p.axis]] = fused_pass(p);
+
+  const bool float_sums = in.dtype == DType::Float32 || in.dtype == DType::Float16;  // AccumulatorOf
+  const size_t item = float_sums ? sizeof(float) : sizeof(double);
+  if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
+  // Long marches amortise the ring's first planes; enough of them fill the GPU.
+  a.planes_per_block = (int)std::min<int64_t>(a.n[0], std::max(32, 8 * (a.pass[0].taps - 1)));
+  const int64_t gx = (a.n[2] + a.tile_x - 1) / a.tile_x, gy = (a.n[1] + a.tile_y - 1) / a.tile_y,
+                gz = (a.n[0] + a.planes_per_block - 1) / a.planes_per_block;
+  if (gy > kMaxGridYZ || gz > kMaxGridYZ || gx > INT32_MAX) return false;
+  plan.grid = dim3((unsigned)gx, (unsigned)gy, (unsigned)gz);
+  return true;
+}
+
+// The tap count every pass of the chain shares when the kernel is
+// specialised for it, else 0: gaussian sigma 1 and 2 (9 and 17 taps), size 3
+// and 9 uniform, minimum and maximum filters, sobel, prewitt.
+int specialised_taps(const FusedArgs& a) {
+  int taps = 0;
+  for (const FusedPass& p : a.pass) {
+    if (p.taps == 0) continue;
+    if (taps != 0 && p.taps != taps) return 0;
+    taps = p.taps;
+  }
+  return taps == 3 || taps == 9 || taps == 17 ? taps : 0;
+}
+
+template <DType T, int TAPS>
+void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
+  if (plan.shared_bytes > (size_t)kDefaultShared)
+    GF_CUDA_CHECK(cudaFuncSetAttribute(fused_kernel<T, TAPS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)plan.shared_bytes));
+  fused_kernel<T, TAPS><<<plan.grid, kThreads, plan.shared_bytes, stream>>>(plan.args);
+  GF_CUDA_CHECK_LAUNCH();
+}
+
+// Specialised tap counts for the dtypes images and volumes come in; the
+// others take the general kernel (a smaller build).
+template <DType T>
+struct FusedLauncher {
+  static void run(const FusedPlan& plan, cudaStream_t stream) {
+    constexpr bool specialised = T == DType::Float32 || T == DType::Float16 || T == DType::Float64 ||
+                                 T == DType::UInt8 || T == DType::UInt16 || T == DType::Int16;
+    if constexpr (specialised) {
+      switch (specialised_taps(plan.args)) {
+        case 3: return launch_fused<T, 3>(plan, stream);
+        case 9: return launch_fused<T, 9>(plan, stream);
+        case 17: return launch_fused<T, 17>(plan, stream);
+        default: break;
+      }
+    }
+    launch_fused<T, 0>(plan, stream);
+  }
+};
+
+}  // namespace
+
+bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                              double cval) {
+  FusedPlan plan;
+  if (!plan_fused(in, out, passes, cval, plan)) return false;
+  dispatch_real_dtype<FusedLauncher>(in.dtype, plan, as_stream(stream_));
+  return true;
+}
+
+}  // namespace gpufilt::cuda
