@@ -31,7 +31,9 @@ def mode_code(mode) -> int:
 
 def normalize_sequence(value, rank: int, name: str) -> list:
     """A scalar repeated `rank` times, or a sequence of exactly `rank` items."""
-    if not isinstance(value, str) and np.iterable(value):
+    if isinstance(value, (int, float, str)):  # scalars and mode names, without np.iterable
+        return [value] * rank
+    if np.iterable(value):
         items = list(value)
         if len(items) != rank:
             raise ValueError(f"{name} has {len(items)} entries but {rank} are needed "
@@ -109,6 +111,8 @@ def check_order(order) -> int:
 
 
 def check_cval(cval, input_dtype: np.dtype):
+    if type(cval) in (int, float):  # the common case, without numpy's slower test
+        return cval
     if np.iscomplexobj(cval) and input_dtype.kind != "c":
         raise ValueError("Cannot provide a complex-valued cval when the input is real.")
     return cval

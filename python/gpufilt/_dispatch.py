@@ -101,6 +101,8 @@ BFLOAT16 = _bfloat16()
 
 
 def is_bfloat16(dtype):
+    if isinstance(dtype, np.dtype):  # .kind first: numpy's .name is slow Python code
+        return dtype.kind == "V" and dtype.name == "bfloat16"
     return getattr(dtype, "name", None) == "bfloat16"
 
 
@@ -128,6 +130,8 @@ def _torch_dtype(dtype):
 
 def _numpy_dtype(dtype):
     """numpy dtype of a numpy, cupy, jax or torch dtype (BFLOAT16 for bfloat16)."""
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # numpy and cupy: the common case
+        return dtype
     if type(dtype).__module__ == "torch":
         name = str(dtype).rsplit(".", 1)[-1]
         if name == "bfloat16":
