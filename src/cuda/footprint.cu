@@ -199,6 +199,30 @@ using rank_value_t = std::conditional_t<In == DType::Float64 || In == DType::Int
                                             In == DType::Int64 || In == DType::UInt64,
                                         double, float>;
 
+// Sorts v ascending with a bitonic network: 240 compare-exchanges of
+// min/max on registers, fully unrolled (every index is a compile-time
+// constant, so v stays in registers), instead of counting each value's rank
+// (n^2 comparisons). NaN must not be present.
+template <class V>
+__device__ __forceinline__ void sort_network(V (&v)[kSmallRank]) {
+#pragma unroll
+  for (int k = 2; k <= kSmallRank; k *= 2) {
+#pragma unroll
+    for (int j = k / 2; j > 0; j /= 2) {
+#pragma unroll
+      for (int i = 0; i < kSmallRank; ++i) {
+        const int l = i ^ j;
+        if (l > i) {
+          const V a = v[i], b = v[l];
+          const bool ascending = (i & k) == 0;
+          v[i] = ascending ? min(a, b) : max(a, b);
+          v[l] = ascending ? max(a, b) : min(a, b);
+        }
+      }
+    }
+  }
+}
+
 template <DType In>
 __global__ void small_rank_kernel(const char* __restrict__ in, char* __restrict__ out, DType out_dtype,
                                   bool aligned, const Geometry g, const __grid_constant__ FootprintParams p) {
@@ -209,25 +233,25 @@ __global__ void small_rank_kernel(const char* __restrict__ in, char* __restrict_
     int64_t in_off, out_off;
     locate(g, index, coord, in_off, out_off);
     const bool interior = is_interior(p, coord);
+    // A NaN has no rank (its comparisons are false): the rank is taken among
+    // the other values, and is NaN past their count. NaNs and the unused
+    // slots sort last as infinities.
     V v[kSmallRank];
+    int nans = 0;
 #pragma unroll
-    for (int t = 0; t < kSmallRank; ++t)
-      if (t < p.ntaps) v[t] = (V)tap_value<In>(in, g, p, coord, in_off, interior, t);
-    // A NaN in the window has no rank (its comparisons are false); the result
-    // is then NaN rather than an arbitrary value.
+    for (int t = 0; t < kSmallRank; ++t) {
+      v[t] = (V)INFINITY;
+      if (t < p.ntaps) {
+        const V x = (V)tap_value<In>(in, g, p, coord, in_off, interior, t);
+        if (x != x) ++nans;
+        else v[t] = x;
+      }
+    }
+    sort_network(v);
     V result = (V)NAN;
 #pragma unroll
-    for (int i = 0; i < kSmallRank; ++i) {
-      if (i >= p.ntaps) break;
-      int less = 0, less_equal = 0;
-#pragma unroll
-      for (int j = 0; j < kSmallRank; ++j) {
-        if (j >= p.ntaps) break;
-        less += v[j] < v[i];
-        less_equal += v[j] <= v[i];
-      }
-      if (less <= p.rank && p.rank < less_equal) result = v[i];
-    }
+    for (int i = 0; i < kSmallRank; ++i)
+      if (i == p.rank && i < p.ntaps - nans) result = v[i];
     store_any(out_dtype, out + out_off, (double)result, aligned);
   }
 }
