@@ -52,23 +52,12 @@ int lane_axis(const ArrayDesc& a, int axis) {
 }
 
 // A tile of results kept in registers while a kernel loops over taps, so
-// that a tap costs the loads of its inputs only: kTile vectors of two
-// doubles (GCC/Clang vector extension; SSE2 / NEON registers), else scalars.
+// that a tap costs the loads of its inputs only: kTile Pairs (cpu_lines.hpp).
 #if defined(__GNUC__)
-typedef double Pair __attribute__((vector_size(16)));
 constexpr int kTile = 4;  // vectors per tile
 #else
-typedef double Pair;
 constexpr int kTile = 8;
 #endif
-constexpr int kPair = sizeof(Pair) / sizeof(double);
-
-template <class V>
-inline V load_as(const double* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Calls body(j, v) for tiles [j, j + width) covering [0, count), where v is
 // a value-initialised V: Pair tiles of kTile * kPair, then single doubles.
@@ -183,7 +172,14 @@ void filter_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, const
 
 int cpu_max_threads() {
 #if defined(GPUFILT_OPENMP)
-  return omp_get_max_threads();
+  // Read once: GPUFILT_NUM_THREADS (a positive integer) wins over OpenMP's
+  // own count, which follows OMP_NUM_THREADS.
+  static const int threads = [] {
+    const char* text = std::getenv("GPUFILT_NUM_THREADS");
+    const long n = text ? std::strtol(text, nullptr, 10) : 0;
+    return n > 0 ? (int)std::min<long>(n, 4096) : omp_get_max_threads();
+  }();
+  return threads;
 #else
   return 1;
 #endif
@@ -202,11 +198,15 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
   const int64_t max_lanes = std::min(width, kLanes), blocks = (width + max_lanes - 1) / max_lanes;
   const int symmetry = pass.symmetry();
 
-#pragma omp parallel if (lines.count * width * n > 32768)
+  // Dynamic chunks of tasks (~16 per thread): a thread that the OS preempts
+  // does not hold up the others.
+  const int threads = cpu_max_threads();
+  const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
+#pragma omp parallel num_threads(threads) if (lines.count * width * n > 32768)
   {
     std::vector<double> ext((n + taps - 1) * max_lanes), res(std::max(kChunk, max_lanes)), sums(max_lanes);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < lines.count * blocks; ++t) {
+#pragma omp for schedule(dynamic, grain)
+    for (int64_t t = 0; t < tasks; ++t) {
       int64_t in_off, out_off;
       lines.offsets(t / blocks, in_off, out_off);
       const int64_t first = (t % blocks) * max_lanes, lanes = std::min(max_lanes, width - first);
@@ -329,7 +329,7 @@ void CpuBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc
   const int64_t pieces = (n + kRunLength - 1) / kRunLength, tasks = rows * pieces;
   const int64_t sa = out.ndim ? a.strides[last] : 0, sb = out.ndim ? b.strides[last] : 0,
                 so = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for schedule(static) if (out.size() > 65536)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t row = t / pieces, start = (t % pieces) * kRunLength, first = row * n + start;
     dispatch_real_or_bfloat16<ElementwiseRun>(out.dtype, op, a, b, a.data + element_offset(a, first), sa,
