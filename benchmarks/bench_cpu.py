@@ -15,7 +15,7 @@ How: every thread count runs in its own subprocess of this script
 OpenMP runtime reads it once at first use; OpenCV gets cv2.setNumThreads(N).
 In each worker, gpufilt's and OpenCV's results are first checked against
 scipy's (max |diff| relative to the data range, 1e-4 for floats, 1 unit for
-integers, 2 for OpenCV's fixed-point uint8 GaussianBlur; FAIL is printed and
+integers, 3 for OpenCV's fixed-point uint8 GaussianBlur; FAIL is printed and
 the run goes on). Then each library gets a warm-up call and time.perf_counter
 times repeated calls on the same random array (never zeros); the repeat
 count adapts so a case takes ~0.75 s per library. scipy.ndimage is
@@ -88,7 +88,7 @@ def build_cases(div=1):
         case("gaussian_filter sigma=2", img, "float32", lambda nd, x: nd.gaussian_filter(x, 2),
              opencv=gaussian_blur(2)),
         case("gaussian_filter sigma=2", img, "uint8", lambda nd, x: nd.gaussian_filter(x, 2),
-             opencv=gaussian_blur(2), opencv_int_tolerance=2),  # OpenCV: 8-bit fixed point
+             opencv=gaussian_blur(2), opencv_int_tolerance=3),  # OpenCV: 8-bit fixed point
         case("median_filter size=5 nearest", img, "uint8",
              lambda nd, x: nd.median_filter(x, 5, mode="nearest"),
              opencv=lambda cv2, x: cv2.medianBlur(x, 5)),
