@@ -26,8 +26,9 @@ stop the run.
 
 --quick keeps the issue's array sizes but checks results on arrays 4x
 smaller per axis, times ~0.3 s per library and case, and counts the warm-up
-call as a sample (a call slower than that runs once): the whole run, 1 and
-16 threads, takes about a minute on a 16-core machine. --small divides the
+call as a sample (a call slower than that runs once): 1 and 2 threads took
+34 s on a 2-core machine, mostly scipy's single calls (the 5x5 median alone
+is ~7 s), which run once whatever the thread counts. --small divides the
 timed arrays by 4 per axis too (a smoke test).
 
 Usage: python benchmarks/bench_cpu.py [--quick] [--small] [--threads 1,all]
