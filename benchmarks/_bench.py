@@ -44,14 +44,18 @@ def repeat_count(seconds_per_call, budget_s, max_reps, min_reps=3):
     return max(min(max_reps, min_reps), min(fit, max_reps))
 
 
-def median_ms(time_once_ms, budget_s=0.75, max_reps=200):
+def median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3, keep_first=False):
     """Median of repeated time_once_ms() calls, after one warm-up call.
 
     The warm-up call also sizes the repeat count so a case takes ~budget_s.
+    keep_first counts the warm-up call as a sample too (for libraries with
+    nothing to warm up), so that with min_reps=0 a call slower than budget_s
+    is run once.
     """
     first = time_once_ms()
-    reps = repeat_count(first / 1e3, budget_s, max_reps)
-    return statistics.median(time_once_ms() for _ in range(reps))
+    reps = repeat_count(first / 1e3, budget_s, max_reps, min_reps)
+    samples = [time_once_ms() for _ in range(reps)]
+    return statistics.median(samples + [first] if keep_first or not samples else samples)
 
 
 def per_call_us(call, finish=lambda: None, budget_s=0.5, max_calls=20000):

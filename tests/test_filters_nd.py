@@ -644,6 +644,16 @@ def test_median_with_many_ties_matches_scipy(dtype, rng):
     check("rank_filter", x, 5, footprint=FOOTPRINTS["random-5x4"])
 
 
+@pytest.mark.parametrize("size", [(2, 2), (3, 3), (5, 5), (3, 3, 3), (8, 8), (9, 8), (13, 5)])
+def test_rank_at_every_position_of_box_matches_scipy(size, rng):
+    # Footprints of up to 64 taps go through a selection network over 64
+    # output positions at once (lines of 70 leave a tail); larger ones do not.
+    x = rng.integers(0, 9, size=(4, 9, 70) if len(size) == 3 else (11, 70)).astype(np.float32)
+    taps = int(np.prod(size))
+    for rank in sorted({0, 1, taps // 3, taps // 2, taps - 2, taps - 1}):
+        check("rank_filter", x, rank, size=size, mode="reflect")
+
+
 # ----------------------------------------------------------- derivatives
 
 

@@ -51,6 +51,19 @@ def test_command_line_info_prints_json_and_a_device_line():
     assert ("usable CUDA device" in last) if CUDA_USABLE else last.startswith("no usable CUDA device")
 
 
+@pytest.mark.parametrize("variable", ["GPUFILT_NUM_THREADS", "OMP_NUM_THREADS"])
+def test_thread_count_follows_the_environment(variable):
+    if not gpufilt.info()["build"]["openmp"]:
+        pytest.skip("built without OpenMP: one thread")
+    code = "import gpufilt; print(gpufilt.info()['build']['cpu_threads'])"
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("GPUFILT_NUM_THREADS", "OMP_NUM_THREADS")}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(env, **{variable: "3"}))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "3"
+
+
 def test_cuda_error_is_a_runtime_error_with_details():
     err = gpufilt.CudaError("cudaErrorMemoryAllocation: out of memory",
                             name="cudaErrorMemoryAllocation", code=2, file="src/cuda/x.cu", line=10)

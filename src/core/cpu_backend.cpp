@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu_lines.hpp"
@@ -14,62 +15,156 @@ namespace gpufilt {
 namespace {
 using namespace cpu;
 
-// In scipy's summation order (see LinePass::symmetry); the loops over i are
-// unit-stride, so they vectorise without changing any element's order.
-void correlate_line(const double* ext, int64_t n, const std::vector<double>& w, int symmetry,
-                    double* res) {
-  const int64_t taps = (int64_t)w.size(), c = taps / 2;
-  if (symmetry != 0) {
-    for (int64_t i = 0; i < n; ++i) res[i] = ext[i + c] * w[c];
-    for (int64_t k = 0; k < c; ++k) {
-      const double wk = w[k];
-      const double *lo = ext + k, *hi = ext + 2 * c - k;
-      if (symmetry > 0)
-        for (int64_t i = 0; i < n; ++i) res[i] += (lo[i] + hi[i]) * wk;
-      else
-        for (int64_t i = 0; i < n; ++i) res[i] += (lo[i] - hi[i]) * wk;
-    }
-    return;
+// Lines are filtered in blocks of up to kLanes neighbours along the most
+// contiguous other axis (the lanes), held side by side in one buffer: cell i
+// of lane b at ext[i * lanes + b]. Loading cell i of a block then reads one
+// contiguous run, and the loops below, written over j = i * lanes + b, are
+// unit-stride across the lanes, so they vectorise; each element still sees
+// the same operations in the same order as when filtered alone. A pass
+// along the most contiguous axis takes its lines one at a time (lanes = 1).
+constexpr int64_t kLanes = 64;
+// Results buffered between stores (doubles), small enough to stay in L1.
+constexpr int64_t kChunk = 1024;
+
+// Rows of a block are far apart in memory, too far for the hardware
+// prefetchers: the row kAhead rows on is requested while one is loaded.
+constexpr int64_t kAhead = 8;
+inline void prefetch_row(const char* p, int64_t bytes) {
+#if defined(__GNUC__)
+  if (bytes < 0) {
+    p += bytes;
+    bytes = -bytes;
   }
-  for (int64_t i = 0; i < n; ++i) res[i] = ext[i + taps - 1] * w[taps - 1];
-  for (int64_t k = 0; k + 1 < taps; ++k) {
-    const double wk = w[k];
-    const double* src = ext + k;
-    for (int64_t i = 0; i < n; ++i) res[i] += src[i] * wk;
-  }
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+#else
+  (void)p, (void)bytes;
+#endif
 }
 
-// A running sum, as scipy's NI_UniformFilter1D computes it.
-void uniform_line(const double* ext, int64_t n, int64_t size, double* res) {
-  double sum = 0.0;
-  for (int64_t k = 0; k < size; ++k) sum += ext[k];
-  res[0] = sum / size;
-  for (int64_t i = 1; i < n; ++i) {
-    sum += ext[i + size - 1] - ext[i - 1];
-    res[i] = sum / size;
+// The axis whose lines go side by side with those of `axis`, or -1 when
+// `axis` is itself the most contiguous one.
+int lane_axis(const ArrayDesc& a, int axis) {
+  int best = -1;
+  for (int d = 0; d < a.ndim; ++d)
+    if (d != axis && a.shape[d] > 1 && (best < 0 || std::llabs(a.strides[d]) < std::llabs(a.strides[best])))
+      best = d;
+  return best >= 0 && std::llabs(a.strides[best]) < std::llabs(a.strides[axis]) ? best : -1;
+}
+
+// A tile of results kept in registers while a kernel loops over taps, so
+// that a tap costs the loads of its inputs only: kTile Pairs (cpu_lines.hpp).
+#if defined(__GNUC__)
+constexpr int kTile = 4;  // vectors per tile
+#else
+constexpr int kTile = 8;
+#endif
+
+// Calls body(j, v) for tiles [j, j + width) covering [0, count), where v is
+// a value-initialised V: Pair tiles of kTile * kPair, then single doubles.
+template <class Body>
+inline void for_tiles(int64_t count, Body&& body) {
+  int64_t j = 0;
+  for (; j + kTile * kPair <= count; j += kTile * kPair) body(j, std::integral_constant<int, kTile>{}, Pair{});
+  for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, double{});
+}
+
+// res[j] for j < count, in scipy's summation order (see LinePass::symmetry).
+void correlate_rows(const double* ext, int64_t count, int64_t lanes, const std::vector<double>& w,
+                    int symmetry, double* res) {
+  const int64_t taps = (int64_t)w.size(), c = taps / 2;
+  auto symmetric = [&](auto sign) {  // sign: +1 symmetric, -1 antisymmetric, fixed at compile time
+    const double wc = w[c], *mid = ext + c * lanes;
+    for_tiles(count, [&](int64_t j, auto tiles, auto v) {
+      using V = decltype(v);
+      constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(double);
+      V acc[N];
+      for (int t = 0; t < N; ++t) acc[t] = load_as<V>(mid + j + t * step) * wc;
+      for (int64_t k = 0; k < c; ++k) {
+        const double wk = w[k], *lo = ext + k * lanes + j, *hi = ext + (2 * c - k) * lanes + j;
+        for (int t = 0; t < N; ++t) {
+          const V a = load_as<V>(lo + t * step), b = load_as<V>(hi + t * step);
+          acc[t] += (decltype(sign)::value > 0 ? a + b : a - b) * wk;
+        }
+      }
+      std::memcpy(res + j, acc, sizeof acc);
+    });
+  };
+  if (symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
+  if (symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
+  const double wl = w[taps - 1], *last = ext + (taps - 1) * lanes;
+  for_tiles(count, [&](int64_t j, auto tiles, auto v) {
+    using V = decltype(v);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(double);
+    V acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(last + j + t * step) * wl;
+    for (int64_t k = 0; k + 1 < taps; ++k) {
+      const double wk = w[k], *src = ext + k * lanes + j;
+      for (int t = 0; t < N; ++t) acc[t] += load_as<V>(src + t * step) * wk;
+    }
+    std::memcpy(res + j, acc, sizeof acc);
+  });
+}
+
+// Rows [i0, i1) of a running sum per lane, as scipy's NI_UniformFilter1D
+// computes it; `sums` carries each lane's sum from one chunk to the next.
+void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int64_t size, double* sums,
+                  double* res) {
+  if (lanes == 1) {  // the scalar loop, without a loop over one lane inside
+    double sum = sums[0];
+    for (int64_t i = i0; i < i1; ++i) {
+      if (i == 0) {
+        sum = 0.0;
+        for (int64_t k = 0; k < size; ++k) sum += ext[k];
+      } else {
+        sum += ext[i + size - 1] - ext[i - 1];
+      }
+      res[i - i0] = sum / size;
+    }
+    sums[0] = sum;
+    return;
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    if (i == 0) {
+      std::fill(sums, sums + lanes, 0.0);
+      for (int64_t k = 0; k < size; ++k)
+        for (int64_t b = 0; b < lanes; ++b) sums[b] += ext[k * lanes + b];
+    } else {
+      const double *add = ext + (i + size - 1) * lanes, *sub = ext + (i - 1) * lanes;
+      for (int64_t b = 0; b < lanes; ++b) sums[b] += add[b] - sub[b];
+    }
+    double* r = res + (i - i0) * lanes;
+    for (int64_t b = 0; b < lanes; ++b) r[b] = sums[b] / size;
   }
 }
 
 // Minimum or maximum over each window of `size`, with scipy's comparison
 // (a later value replaces the running one only if strictly smaller/larger).
 template <bool Minimum>
-void min_max_line(const double* ext, int64_t n, int64_t size, double* res) {
-  for (int64_t i = 0; i < n; ++i) {
-    double v = ext[i];
-    for (int64_t k = 1; k < size; ++k) {
-      double x = ext[i + k];
-      if (Minimum ? x < v : x > v) v = x;
-    }
-    res[i] = v;
-  }
+void min_max_rows(const double* ext, int64_t count, int64_t lanes, int64_t size, double* res) {
+  for_tiles(count, [&](int64_t j, auto tiles, auto v) {
+    using V = decltype(v);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(double);
+    V acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext + j + t * step);
+    for (int64_t k = 1; k < size; ++k)
+      for (int t = 0; t < N; ++t) {
+        const V x = load_as<V>(ext + k * lanes + j + t * step);
+        acc[t] = (Minimum ? x < acc[t] : x > acc[t]) ? x : acc[t];
+      }
+    std::memcpy(res + j, acc, sizeof acc);
+  });
 }
 
-void filter_line(const double* ext, int64_t n, const LinePass& pass, int symmetry, double* res) {
+// Results of rows [i0, i1) of a block into res.
+void filter_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, const LinePass& pass,
+                 int symmetry, double* sums, double* res) {
+  const double* rows = ext + i0 * lanes;
+  const int64_t count = (i1 - i0) * lanes;
   switch (pass.kind) {
-    case LineKind::Correlate: return correlate_line(ext, n, pass.weights, symmetry, res);
-    case LineKind::Uniform: return uniform_line(ext, n, pass.size, res);
-    case LineKind::Minimum: return min_max_line<true>(ext, n, pass.size, res);
-    case LineKind::Maximum: return min_max_line<false>(ext, n, pass.size, res);
+    case LineKind::Correlate: return correlate_rows(rows, count, lanes, pass.weights, symmetry, res);
+    case LineKind::Uniform: return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
+    case LineKind::Minimum: return min_max_rows<true>(rows, count, lanes, pass.size, res);
+    case LineKind::Maximum: return min_max_rows<false>(rows, count, lanes, pass.size, res);
   }
 }
 
@@ -77,7 +172,14 @@ void filter_line(const double* ext, int64_t n, const LinePass& pass, int symmetr
 
 int cpu_max_threads() {
 #if defined(GPUFILT_OPENMP)
-  return omp_get_max_threads();
+  // Read once: GPUFILT_NUM_THREADS (a positive integer) wins over OpenMP's
+  // own count, which follows OMP_NUM_THREADS.
+  static const int threads = [] {
+    const char* text = std::getenv("GPUFILT_NUM_THREADS");
+    const long n = text ? std::strtol(text, nullptr, 10) : 0;
+    return n > 0 ? (int)std::min<long>(n, 4096) : omp_get_max_threads();
+  }();
+  return threads;
 #else
   return 1;
 #endif
@@ -87,22 +189,47 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
                            double cval) {
   auto [load, _unused] = dispatch_real_dtype<LineIO>(in.dtype);
   auto [_unused2, store] = dispatch_real_dtype<LineIO>(out.dtype);
-  const Lines lines(in, out, pass.axis);
+  const int lane = lane_axis(in, pass.axis);
+  const Lines lines(in, out, pass.axis, lane);
   const int64_t n = lines.length, taps = pass.taps(), left = pass.left(), right = taps - 1 - left;
   const int64_t in_stride = in.strides[pass.axis], out_stride = out.strides[pass.axis];
+  const int64_t width = lane < 0 ? 1 : in.shape[lane];  // lines side by side along the lane axis
+  const int64_t in_lane = lane < 0 ? 0 : in.strides[lane], out_lane = lane < 0 ? 0 : out.strides[lane];
+  const int64_t max_lanes = std::min(width, kLanes), blocks = (width + max_lanes - 1) / max_lanes;
   const int symmetry = pass.symmetry();
 
-#pragma omp parallel if (lines.count * n > 32768)
+  // Dynamic chunks of tasks (~16 per thread): a thread that the OS preempts
+  // does not hold up the others.
+  const int threads = cpu_max_threads();
+  const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
+#pragma omp parallel num_threads(threads) if (lines.count * width * n > 32768)
   {
-    std::vector<double> ext(n + taps - 1), res(n);
-#pragma omp for schedule(static)
-    for (int64_t l = 0; l < lines.count; ++l) {
+    std::vector<double> ext((n + taps - 1) * max_lanes), res(std::max(kChunk, max_lanes)), sums(max_lanes);
+#pragma omp for schedule(dynamic, grain)
+    for (int64_t t = 0; t < tasks; ++t) {
       int64_t in_off, out_off;
-      lines.offsets(l, in_off, out_off);
-      load(in.data + in_off, in_stride, n, ext.data() + left);
-      extend_line(ext.data(), n, left, right, pass.mode, cval);
-      filter_line(ext.data(), n, pass, symmetry, res.data());
-      store(res.data(), out.data + out_off, out_stride, n);
+      lines.offsets(t / blocks, in_off, out_off);
+      const int64_t first = (t % blocks) * max_lanes, lanes = std::min(max_lanes, width - first);
+      const char* src = in.data + in_off + first * in_lane;
+      char* dst = out.data + out_off + first * out_lane;
+      if (lanes == 1)
+        load(src, in_stride, n, ext.data() + left);
+      else
+        for (int64_t i = 0; i < n; ++i) {
+          if (i + kAhead < n) prefetch_row(src + (i + kAhead) * in_stride, lanes * in_lane);
+          load(src + i * in_stride, in_lane, lanes, ext.data() + (left + i) * lanes);
+        }
+      extend_line(ext.data(), n, left, right, pass.mode, cval, lanes);
+      const int64_t rows = std::max<int64_t>(1, kChunk / lanes);
+      for (int64_t i0 = 0; i0 < n; i0 += rows) {
+        const int64_t i1 = std::min(n, i0 + rows);
+        filter_rows(ext.data(), i0, i1, lanes, pass, symmetry, sums.data(), res.data());
+        if (lanes == 1)
+          store(res.data(), dst + i0 * out_stride, out_stride, i1 - i0);
+        else
+          for (int64_t i = i0; i < i1; ++i)
+            store(res.data() + (i - i0) * lanes, dst + i * out_stride, out_lane, lanes);
+      }
     }
   }
 }
@@ -115,9 +242,15 @@ void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {
   const int64_t in_stride = in.ndim ? in.strides[axis] : 0, out_stride = out.ndim ? out.strides[axis] : 0;
   if (in.dtype == out.dtype) {  // exact, whatever the dtype
     const int64_t item = itemsize(in.dtype);
+    const bool runs = in_stride == item && out_stride == item;  // each line one memmove
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (in.size() > 65536)
     for (int64_t l = 0; l < lines.count; ++l) {
       int64_t in_off, out_off;
       lines.offsets(l, in_off, out_off);
+      if (runs) {
+        std::memmove(out.data + out_off, in.data + in_off, n * item);
+        continue;
+      }
       for (int64_t i = 0; i < n; ++i)
         std::memmove(out.data + out_off + i * out_stride, in.data + in_off + i * in_stride, item);
     }
@@ -202,7 +335,7 @@ void CpuBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc
   const int64_t pieces = (n + kRunLength - 1) / kRunLength, tasks = rows * pieces;
   const int64_t sa = out.ndim ? a.strides[last] : 0, sb = out.ndim ? b.strides[last] : 0,
                 so = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for schedule(static) if (out.size() > 65536)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t row = t / pieces, start = (t % pieces) * kRunLength, first = row * n + start;
     dispatch_real_or_bfloat16<ElementwiseRun>(out.dtype, op, a, b, a.data + element_offset(a, first), sa,

@@ -17,7 +17,8 @@ class CpuBackend final : public LineBackend {
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;
 };
 
-// Threads the CPU kernels use (OpenMP's count; 1 without OpenMP).
+// Threads the CPU kernels use: GPUFILT_NUM_THREADS if set, else OpenMP's
+// count (OMP_NUM_THREADS); 1 without OpenMP. Read once, at the first call.
 int cpu_max_threads();
 
 }  // namespace gpufilt

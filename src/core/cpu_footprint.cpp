@@ -41,14 +41,81 @@ struct LinePlan {
   }
 };
 
+// A selection network: compare-exchanges that leave the value of rank
+// `rank` among `taps` values at position `rank`. It is Batcher's odd-even
+// merge sort of the next power of two (padding taps that hold +infinity
+// never move, so exchanges touching them are dropped), keeping only the
+// exchanges the output depends on, and of those only the half (minimum or
+// maximum) that is read later. Exact: it moves values, never computes any.
+// Run over many output positions at once, its loops vectorise, unlike a
+// selection per position.
+struct SelectionNetwork {
+  struct Exchange {
+    int32_t lo, hi;      // lo < hi: lo gets the minimum, hi the maximum
+    bool keep_min, keep_max;
+  };
+  std::vector<Exchange> exchanges;
+  int64_t rank = 0;
+
+  static constexpr int64_t kMaxTaps = 64;  // beyond, nth_element per position
+
+  bool valid = false;
+
+  SelectionNetwork(int64_t taps, int64_t rank_) : rank(rank_) {
+    if (taps < 1 || taps > kMaxTaps || rank < 0 || rank >= taps) return;
+    valid = true;
+    int64_t n = 1;
+    while (n < taps) n *= 2;
+    std::vector<Exchange> all;
+    for (int64_t p = 1; p < n; p *= 2)
+      for (int64_t k = p; k >= 1; k /= 2)
+        for (int64_t j = k % p; j + k < n; j += 2 * k)
+          for (int64_t i = 0; i < std::min(k, n - j - k); ++i)
+            if ((i + j) / (2 * p) == (i + j + k) / (2 * p) && i + j + k < taps)
+              all.push_back({(int32_t)(i + j), (int32_t)(i + j + k), false, false});
+    std::vector<bool> needed(taps, false);
+    needed[rank] = true;
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      it->keep_min = needed[it->lo];
+      it->keep_max = needed[it->hi];
+      if (it->keep_min || it->keep_max) {
+        needed[it->lo] = needed[it->hi] = true;
+        exchanges.push_back(*it);
+      }
+    }
+    std::reverse(exchanges.begin(), exchanges.end());
+  }
+  bool usable() const { return valid; }
+
+  // values[t * width + m]: tap t of position m; result in values[rank * width + m].
+  void run(double* values, int64_t width) const {
+    for (const Exchange& e : exchanges) {
+      double *a = values + e.lo * width, *b = values + e.hi * width;
+      auto exchange = [&](int64_t m, auto v) {  // Pairs, then single doubles
+        using V = decltype(v);
+        const V x = load_as<V>(a + m), y = load_as<V>(b + m);
+        if (e.keep_min) store_as(a + m, V(y < x ? y : x));
+        if (e.keep_max) store_as(b + m, V(y < x ? x : y));
+      };
+      int64_t m = 0;
+      for (; m + kPair <= width; m += kPair) exchange(m, Pair{});
+      for (; m < width; ++m) exchange(m, double{});
+    }
+  }
+};
+
+// Output positions a selection network handles at once.
+constexpr int64_t kNetworkWidth = 64;
+
 // Per-thread buffers: one extended line per row, the result, rank scratch.
 struct Scratch {
   std::vector<double> lines, result, values;
   Scratch(const LinePlan& plan, int64_t n, int64_t taps)
-      : lines(plan.rows.size() * (n + plan.left + plan.right)), result(n), values(taps) {}
+      : lines(plan.rows.size() * (n + plan.left + plan.right)), result(n), values(taps * kNetworkWidth) {}
 };
 
-void reduce_line(const Footprint& f, const LinePlan& plan, int64_t n, Scratch& s) {
+void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network, int64_t n,
+                 Scratch& s) {
   const int64_t stride = n + plan.left + plan.right, taps = f.taps();
   const double* lines = s.lines.data();
   double* res = s.result.data();
@@ -74,6 +141,15 @@ void reduce_line(const Footprint& f, const LinePlan& plan, int64_t n, Scratch& s
     }
     case Reduce::Rank: {
       double* v = s.values.data();
+      if (network.usable()) {
+        for (int64_t i0 = 0; i0 < n; i0 += kNetworkWidth) {
+          const int64_t width = std::min(kNetworkWidth, n - i0);
+          for (int64_t t = 0; t < taps; ++t) std::copy(tap(t) + i0, tap(t) + i0 + width, v + t * width);
+          network.run(v, width);
+          std::copy(v + f.rank * width, v + (f.rank + 1) * width, res + i0);
+        }
+        break;
+      }
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t t = 0; t < taps; ++t) v[t] = tap(t)[i];
         std::nth_element(v, v + f.rank, v + taps);
@@ -108,10 +184,11 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
   auto [_unused2, store] = dispatch_real_dtype<LineIO>(out.dtype);
   const int last = in.ndim - 1;
   const LinePlan plan(f);
+  const SelectionNetwork network(f.reduce == Reduce::Rank ? f.taps() : 0, f.rank);
   const Lines lines(in, out, last);
   const int64_t n = lines.length, row_len = n + plan.left + plan.right;
 
-#pragma omp parallel if (lines.count * n * f.taps() > 32768)
+#pragma omp parallel num_threads(cpu_max_threads()) if (lines.count * n * f.taps() > 32768)
   {
     Scratch s(plan, n, f.taps());
     int64_t outer_index[kMaxDims];
@@ -139,7 +216,7 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
         load(in.data + src, in.strides[last], n, ext + plan.left);
         extend_line(ext, n, plan.left, plan.right, f.mode, cval);
       }
-      reduce_line(f, plan, n, s);
+      reduce_line(f, plan, network, n, s);
       store(s.result.data(), out.data + out_off, out.strides[last], n);
     }
   }

@@ -3,6 +3,7 @@
 // the data's shape only, so that results do not depend on the thread count.
 #include "core/ops_array.hpp"
 
+#include "core/cpu_backend.hpp"  // cpu_max_threads
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +48,7 @@ void copy_runs(const ArrayDesc& src, const ArrayDesc& out) {
   const int last = out.ndim - 1;
   const int64_t n = out.ndim ? out.shape[last] : 1, rows = n ? out.size() / n : 0;
   const int64_t ss = out.ndim ? src.strides[last] : 0, so = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for schedule(static) if (out.size() > 65536)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t os, oo;
     decode(r, std::max(last, 0), out.shape, src.strides, out.strides, os, oo);
@@ -275,7 +276,7 @@ void run_sum(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out) {
   const int group_ndim = p.column ? p.nkeep - 1 : p.nkeep;
   std::vector<Partial<C>> partial((size_t)(p.outputs * chunks));  // [output][chunk]
   const int64_t tasks = groups * tiles * chunks;
-#pragma omp parallel for schedule(static) if (x.size() > 65536)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (x.size() > 65536)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t c = t % chunks, tile = t / chunks % tiles, g = t / chunks / tiles;
     int64_t xoff, unused;
@@ -291,7 +292,7 @@ void run_sum(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out) {
     sum_columns<T, C>(p, x.data + xoff + first * p.keep_x[p.nkeep - 1], lo, hi, width, acc);
     for (int j = 0; j < width; ++j) partial[(size_t)((g * lanes + first + j) * chunks + c)] = acc[j];
   }
-#pragma omp parallel for schedule(static) if (p.outputs * chunks > 4096)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (p.outputs * chunks > 4096)
   for (int64_t o = 0; o < p.outputs; ++o) {
     Partial<C> total{};
     for (int64_t c = 0; c < chunks; ++c) accumulate(total, finish(partial[(size_t)(o * chunks + c)]));
@@ -401,7 +402,7 @@ void gather_runs(const GatherPlan& p, const ArrayDesc& out) {
   const int64_t len = out.ndim ? out.shape[last] : 1, rows = len ? out.size() / len : 0, n = p.axis_length;
   const int64_t ss = out.ndim ? p.source.strides[last] : 0, is = out.ndim ? p.index.strides[last] : 0,
                 os = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for schedule(static) if (out.size() > 65536)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t so, oo, io, unused;
     decode(r, std::max(last, 0), out.shape, p.source.strides, out.strides, so, oo);

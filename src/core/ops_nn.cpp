@@ -3,6 +3,7 @@
 // pointwise ops, so one long contiguous array still uses every core).
 #include "core/ops_nn.hpp"
 
+#include "core/cpu_backend.hpp"  // cpu_max_threads
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -105,7 +106,7 @@ void pointwise_tiles(const Rows& r) {
   using A = acc_t<T>;
   const int64_t tiles_per_row = (r.length + kTile - 1) / kTile;
   const int64_t tiles = r.count * tiles_per_row;
-#pragma omp parallel for schedule(static) if (r.count * r.length > kParallelWork)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (r.count * r.length > kParallelWork)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t row = t / tiles_per_row, begin = t % tiles_per_row * kTile;
     const int64_t end = std::min(r.length, begin + kTile);
@@ -144,7 +145,7 @@ template <DType T> RowStats<acc_t<T>> row_stats(const Rows& r, const int64_t* of
 template <DType T> struct SoftmaxCpu {
   static void run(const Rows& r, bool log) {
     using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (r.count * r.length > kParallelWork)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (r.count * r.length > kParallelWork)
     for (int64_t row = 0; row < r.count; ++row) {
       int64_t off[kRowArrays];
       r.locate(row, off);
@@ -181,7 +182,7 @@ template <DType T> struct CrossEntropyCpu {
   static void run(const Rows& r, const ArrayDesc& loss) {
     using A = acc_t<T>;
     double total = 0.0;  // the mean over rows is taken in double whatever T is
-#pragma omp parallel for schedule(static) reduction(+ : total) if (r.count * r.length > kParallelWork)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) reduction(+ : total) if (r.count * r.length > kParallelWork)
     for (int64_t row = 0; row < r.count; ++row) {
       int64_t off[kRowArrays];
       r.locate(row, off);
@@ -208,7 +209,7 @@ template <DType T> struct CrossEntropyGradCpu {
   static void run(const Rows& r, double scale) {
     using A = acc_t<T>;
     const A s_row = (A)scale;
-#pragma omp parallel for schedule(static) if (r.count * r.length > kParallelWork)
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (r.count * r.length > kParallelWork)
     for (int64_t row = 0; row < r.count; ++row) {
       int64_t off[kRowArrays];
       r.locate(row, off);
