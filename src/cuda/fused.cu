@@ -11,11 +11,12 @@
 //   3. pass 1 over A's rows  -> B[rows][halo columns]
 //   4. pass 2 over B's columns -> the output plane.
 // Every intermediate is rounded to the output dtype exactly as the chain
-// stores it between passes, the taps are summed in scipy's order without
-// fused multiply-adds (the line kernels' rule), and the halo takes the
-// boundary extension of each pass along its own axis, so the results are
-// those of the pass-by-pass chain to the last bit. The next plane's loads
-// are issued before the current plane is computed, to keep them in flight.
+// stores it between passes, the taps are summed in scipy's order, and the
+// halo takes the boundary extension of each pass along its own axis: data
+// summed in double (integers, float64) gets the pass-by-pass results to the
+// last bit; float32 and float16 are summed in float (see Arith). The next
+// plane's loads are issued before the current plane is computed, to keep
+// them in flight.
 //
 // Chains this does not cover (more axes, other orders, longer filters,
 // dtype conversions, overlapping arrays, layouts whose last axis is not the

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One batched session on the GPU machine (device time is short; the machine
+# forgets everything between leases): build gpufilt for one architecture,
+# run the CUDA tests, then the GPU, ops and CPU benchmarks. Logs, JSON and the
+# chart go to $OUT (default /tmp/gpufilt-out).
+#
+#   bash benchmarks/gpu_session.sh [build] [tests] [gpu] [ops] [cpu]   (default: all)
+#
+# Environment: ARCH (CUDA architecture, default 90), TESTS_TIMEOUT,
+# GPU_TIMEOUT, OPS_TIMEOUT, CPU_TIMEOUT (seconds per step), GPU_CASES and
+# OPS_CASES (comma-separated name filters), CUCIM_WHEELS (a folder of wheels
+# installed with --no-deps into a private target when present, default .whl).
+set -u
+export PYTHONUNBUFFERED=1
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-/tmp/gpufilt-out}
+mkdir -p "$out"
+steps=${*:-build tests gpu ops cpu}
+want() { [[ " $steps " == *" $1 "* ]]; }
+say() { printf '\n=== %s [%ds]\n' "$*" "$SECONDS"; }
+
+if want build; then
+  say "build (sm_${ARCH:-90})"
+  (cd "$root" && python3 -m pip install --no-build-isolation --no-deps -q -Cbuild-dir=/tmp/gpufilt-build \
+      -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="${ARCH:-90}" .) > "$out/build.log" 2>&1 \
+    || { tail -n 60 "$out/build.log"; exit 1; }
+fi
+
+if want tests; then
+  say "CUDA tests"
+  # From outside the repository, so that the installed package is imported.
+  (cd /tmp && timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -m cuda "$root/tests" \
+      -p no:cacheprovider > "$out/tests.log" 2>&1)
+  echo "pytest exit code $?"
+  grep -E "passed|failed|error" "$out/tests.log" | tail -n 3
+  grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -n 20
+fi
+
+wheels=${CUCIM_WHEELS:-$root/.whl}
+if want gpu && compgen -G "$wheels/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/gpufilt-site \
+      "$wheels"/*.whl > /dev/null 2>&1 && export PYTHONPATH=/tmp/gpufilt-site
+fi
+
+if want gpu; then
+  say "GPU filters benchmark"
+  timeout "${GPU_TIMEOUT:-240}" python3 "$root/benchmarks/bench_gpu.py" --cases "${GPU_CASES:-}" \
+      --json "$out/gpu.json" --png "$out/gpu_speedup.png" 2>&1 | tee "$out/gpu.log" | grep -v '^\.\.\.'
+fi
+
+if want ops; then
+  say "ops benchmark"
+  timeout "${OPS_TIMEOUT:-120}" python3 "$root/benchmarks/bench_ops.py" ${OPS_CASES:+--only "$OPS_CASES"} \
+      --json "$out/ops.json" 2>&1 | tee "$out/ops.log" | tail -n 30
+fi
+
+if want cpu; then
+  say "CPU benchmark (1 thread and all cores)"
+  timeout "${CPU_TIMEOUT:-180}" python3 "$root/benchmarks/bench_cpu.py" --quick --threads 1,all \
+      --json "$out/cpu.json" 2>&1 | tee "$out/cpu.log" | tail -n 40
+fi
+say "done"
