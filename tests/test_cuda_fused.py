@@ -151,3 +151,33 @@ def test_in_place_output(rng):
     x = cupy.asarray(host)
     gnd.gaussian_filter(x, 1.0, output=x)
     assert_matches(cupy.asnumpy(x), scipy_reference("gaussian_filter", host, 1.0))
+
+
+# ------------------------------------------------------------------ laplace
+
+LAPLACE_DTYPES = DTYPES + ["int8", "uint32", "bool"]  # the last three run pass by pass
+
+
+@pytest.mark.parametrize("dtype", LAPLACE_DTYPES)
+@pytest.mark.parametrize("shape", SHAPES_3D + SHAPES_2D)
+def test_laplace_in_one_pass(shape, dtype, rng):
+    """The one-pass kernel: each second difference rounded to the dtype and
+    summed in it (integers wrap) as generic_laplace does, every mode per axis."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    check("laplace", x, mode=per_axis_modes(rng, len(shape)), cval=float(rng.integers(-3, 4)))
+
+
+def test_laplace_output_forms(rng):
+    """An output array of the input's dtype is written in one pass; another
+    dtype, the input itself and an axes subset go the pass-by-pass way."""
+    host = random_array(rng, (20, 30, 40), "float32")
+    x = cupy.asarray(host)
+    want = scipy_reference("laplace", host)
+    out = cupy.empty((20, 30, 80), np.float32)[:, :, ::2]
+    assert gnd.laplace(x, output=out) is out
+    assert_matches(cupy.asnumpy(out), want)
+    assert_matches(cupy.asnumpy(gnd.laplace(x, output=np.float64)),
+                   scipy_reference("laplace", host, output=np.float64))
+    assert_matches(cupy.asnumpy(gnd.laplace(x, axes=(0, 2))), scipy_reference("laplace", host, axes=(0, 2)))
+    gnd.laplace(x, output=x)
+    assert_matches(cupy.asnumpy(x), want)

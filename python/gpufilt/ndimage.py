@@ -554,9 +554,32 @@ def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", c
 
 def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
     """N-D Laplace filter with [1, -2, 1] second differences (scipy.ndimage.laplace)."""
+    in_one_pass = _laplace_in_one_pass(input, output, mode, cval, axes)
+    if in_one_pass is not None:
+        return in_one_pass
+
     def derivative2(x, axis, out, mode, cval):
         return correlate1d(x, [1, -2, 1], axis, out, mode, cval, 0)
     return generic_laplace(input, derivative2, output, mode, cval, axes=axes)
+
+
+def _laplace_in_one_pass(input, output, mode, cval, axes):
+    """laplace by the backend's one-pass kernel (CUDA, 2-D and 3-D arrays,
+    every axis, a real output of the input's dtype): the same values as the
+    pass-by-pass sum below, one read and one write. None when it does not
+    take the case."""
+    src = _filter_input(input)
+    if src.device != "cuda" or axes is not None or src.ndim not in (2, 3) or src.dtype.kind not in "biuf":
+        return None
+    if output is not None and (_is_dtype_like(output) or output_dtype_of(output) != src.dtype):
+        return None
+    _args.check_cval(cval, src.dtype)
+    modes = [_args.mode_code(m) for m in _args.normalize_sequence(mode, src.ndim, "mode")]
+    module, stream = _dispatch._backend(src, None)
+    out, result = _dispatch.resolve_output(output, src, src.dtype)
+    if not module.laplace(src.obj, out, modes, float(cval), stream):
+        return None
+    return _dispatch.hand_back(out, src) if result is None else result
 
 
 def _sigma_per_axis(ndim, axes, sigma):

@@ -64,6 +64,22 @@ void register_kernels(py::module_& m) {
   }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
      py::arg("stream"), "Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output.");
 
+  m.def("laplace", [](py::handle input, py::handle output, const py::sequence& mode_codes, double cval,
+                      intptr_t stream) {
+    std::vector<Mode> modes;
+    for (py::handle item : mode_codes) {
+      const int code = item.cast<int>();
+      if (code < 0 || code > (int)Mode::Constant) throw py::value_error("invalid mode code " + std::to_string(code));
+      modes.push_back(static_cast<Mode>(code));
+    }
+    Policy policy(stream);
+    InputOutput io(input, output, policy);
+    py::gil_scoped_release nogil;
+    return policy.backend().fused_laplace(io.in.desc, io.out.desc, modes, cval);
+  }, py::arg("input"), py::arg("output"), py::arg("modes"), py::arg("cval"), py::arg("stream"),
+     "scipy's laplace (real input, output of its dtype, every axis) in one pass when the backend has a "
+     "kernel for the case; False (nothing written) otherwise.");
+
   m.def("footprint", [](py::handle input, py::handle output, const py::tuple& spec, double cval,
                         double cval_imag, intptr_t stream) {
     Footprint filter = parse_footprint(spec);

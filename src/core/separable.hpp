@@ -62,6 +62,13 @@ class LineBackend {
                            double cval) {
     return false;
   }
+  // scipy's laplace (the [1, -2, 1] second difference along every axis, each
+  // in the output dtype, summed in it in axis order) in one go when the
+  // backend has a kernel for it; false leaves it to the caller.
+  virtual bool fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Mode>& modes,
+                             double cval) {
+    return false;
+  }
   // out = filter(in); real dtypes; `in` and `out` never overlap.
   virtual void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                               double cval) = 0;

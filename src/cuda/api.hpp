@@ -35,6 +35,8 @@ class CudaBackend final : public LineBackend {
   bool filters_in_place() const override { return false; }
   bool fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
                    double cval) override;
+  bool fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Mode>& modes,
+                     double cval) override;
   void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                       double cval) override;
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;

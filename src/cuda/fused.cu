@@ -31,6 +31,7 @@
 #include "core/cast.hpp"
 #include "cuda/api.hpp"
 #include "cuda/check.cuh"
+#include "core/elementwise.hpp"
 #include "cuda/elements.cuh"
 
 namespace gpufilt::cuda {
@@ -308,6 +309,80 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
   }
 }
 
+// ---- laplace ---------------------------------------------------------------------
+
+// scipy's laplace in one pass: the [1, -2, 1] second difference along each
+// axis, each rounded to T as generic_laplace stores it, summed in T in axis
+// order with numpy's arithmetic (elementwise_value: integers wrap, float16
+// rounds through float32). The tile marches along axis 0 as fused_kernel
+// does, with a ring of the last three planes; a.pass[k] carries axis k's
+// boundary mode (three taps, one left of the centre), a.pass[1].taps == 0
+// for a 2-D array.
+template <DType T>
+__global__ void __launch_bounds__(kThreads, 3) laplace_kernel(const __grid_constant__ FusedArgs a) {
+  using S = typename storage<T>::type;
+  using Acc = AccumulatorOf<T>;
+  using M = Arith<Acc>;
+  const int HX = a.halo_x, columns = a.halo_y * HX, row_above = a.pass[1].taps ? HX : 0;
+  const Acc cval = (Acc)a.cval;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Acc* ring = reinterpret_cast<Acc*>(shared_bytes);  // [3][columns]: planes z-1, z, z+1 in turn
+  const int64_t y0 = (int64_t)blockIdx.y * a.tile_y, x0 = (int64_t)blockIdx.x * a.tile_x;
+  const int64_t first = (int64_t)blockIdx.z * a.planes_per_block;
+  const int steps = (int)min((int64_t)a.planes_per_block, a.n[0] - first);
+  const ThreadMap m = map_thread(a, y0, x0);
+
+  S next[kMaxColumns];
+  auto put = [&](int slot, bool loaded) {
+#pragma unroll
+    for (int j = 0; j < kMaxColumns; ++j) {
+      const int c = threadIdx.x + j * kThreads;
+      if (c >= columns) break;
+      ring[slot * columns + c] = !loaded || (m.cval_rows >> j & 1u) ? cval : as_acc<T>(next[j]);
+    }
+  };
+  // x[k - 1] + x[k + 1] - 2 x[k] in scipy's order: (-2 x) + (left + right).
+  auto second_difference = [](Acc left, Acc centre, Acc right) {
+    return M::add(M::mul(centre, (Acc)-2), M::mul(M::add(left, right), (Acc)1));
+  };
+  auto rounded = [](Acc v) {
+    S r;
+    store_from_double<T>(reinterpret_cast<char*>(&r), (double)v);
+    return r;
+  };
+  put(0, fetch_plane<T>(a, first, 0, m, columns, next));
+  put(1, fetch_plane<T>(a, first, 1, m, columns, next));
+  bool loaded = fetch_plane<T>(a, first, 2, m, columns, next);
+
+  for (int s = 0; s < steps; ++s) {
+    const int below = s % 3, centre = (s + 1) % 3, above = (s + 2) % 3;
+    if (s > 0) __syncthreads();  // every thread is done with the plane `above` replaces
+    put(above, loaded);
+    if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + 3, m, columns, next);
+    __syncthreads();
+
+    char* plane = a.out + (first + s) * a.out_step[0];
+    const Acc* mid = ring + centre * columns;
+#pragma unroll
+    for (int i = 0; i < kMaxOutputs; ++i) {
+      if (m.b_index[i] < 0) continue;
+      const int c = m.b_index[i] + row_above + 1;  // the output's own column in the halo
+      const int x_index = c % HX;
+      const int64_t x = x0 - 1 + x_index;
+      const bool x_cval = a.pass[2].mode == Mode::Constant;
+      const Acc left = x_cval && x == 0 ? cval : mid[c - 1];
+      const Acc right = x_cval && x + 1 == a.n[2] ? cval : mid[c + 1];
+      S sum = rounded(second_difference(ring[below * columns + c], mid[c], ring[above * columns + c]));
+      if (row_above) {
+        const S d1 = rounded(second_difference(mid[c - HX], mid[c], mid[c + HX]));
+        sum = elementwise_value<T>(Elementwise::Add, sum, d1);
+      }
+      sum = elementwise_value<T>(Elementwise::Add, sum, rounded(second_difference(left, mid[c], right)));
+      *reinterpret_cast<S*>(plane + m.out_offset[i]) = sum;
+    }
+  }
+}
+
 // ---- planning -------------------------------------------------------------------
 
 struct FusedPlan {
@@ -461,7 +536,41 @@ struct FusedLauncher {
   }
 };
 
+// The dtypes the one-pass laplace is built for; the others run pass by pass.
+template <DType T>
+struct LaplaceLauncher {
+  static bool run(const FusedPlan& plan, cudaStream_t stream) {
+    constexpr bool built = T == DType::Float32 || T == DType::Float16 || T == DType::Float64 ||
+                           T == DType::UInt8 || T == DType::UInt16 || T == DType::Int16 || T == DType::Int32;
+    if constexpr (built) {
+      if (plan.shared_bytes > (size_t)kDefaultShared)
+        GF_CUDA_CHECK(cudaFuncSetAttribute(laplace_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)plan.shared_bytes));
+      laplace_kernel<T><<<plan.grid, kThreads, plan.shared_bytes, stream>>>(plan.args);
+      GF_CUDA_CHECK_LAUNCH();
+      return true;
+    }
+    return false;
+  }
+};
+
 }  // namespace
+
+bool CudaBackend::fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Mode>& modes,
+                                double cval) {
+  if ((int)modes.size() != in.ndim) return false;
+  std::vector<LinePass> passes(in.ndim);  // the [1, -2, 1] pass along each axis: tile, halo, modes
+  for (int d = 0; d < in.ndim; ++d) {
+    passes[d].axis = d;
+    passes[d].weights = {1.0, -2.0, 1.0};
+    passes[d].mode = modes[d];
+  }
+  FusedPlan plan;
+  if (!plan_fused(in, out, passes, cval, plan)) return false;
+  const bool float_sums = in.dtype == DType::Float32 || in.dtype == DType::Float16;  // AccumulatorOf
+  plan.shared_bytes = 3 * (size_t)plan.args.halo_y * plan.args.halo_x * (float_sums ? 4 : 8);  // the ring
+  return dispatch_real_dtype<LaplaceLauncher>(in.dtype, plan, as_stream(stream_));
+}
 
 bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
                               double cval) {
