@@ -1,10 +1,9 @@
 // CUDA kernels of the array operations (core/ops_array.hpp): broadcasting
 // copies and fills, sums over any axes, and checked gathers. Everything is
-// enqueued on the caller's stream; temporaries come from cudaMallocAsync on
-// it; nothing synchronises the host, so every call can be captured in a CUDA
-// graph.
+// enqueued on the caller's stream; temporaries are stream-ordered on it
+// (allocate_temporary); nothing synchronises the host, so every call can be
+// captured in a CUDA graph.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -453,20 +452,6 @@ dim3 output_grid(int64_t outputs, int64_t x = 1) {
   return dim3((unsigned)x, (unsigned)y, (unsigned)z);
 }
 
-// Multiprocessors of the current device, read once per device.
-int multiprocessors() {
-  static std::atomic<int> known[64];
-  int device = 0;
-  GF_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= 64) device = 0;
-  int n = known[device].load(std::memory_order_relaxed);
-  if (n == 0) {
-    GF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    known[device].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
 bool multiple_of_16(int64_t v) { return v % 16 == 0; }  // negative strides too
 
 constexpr int64_t kColumnThreads = int64_t(1) << 18;  // enough to fill an H100 (132 SMs x 2048)
@@ -522,8 +507,8 @@ struct SumLaunch {
     }
     Acc<C>* partial = nullptr;
     if (chunks > 1)
-      GF_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                    (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
+      GF_CUDA_CHECK(allocate_temporary(reinterpret_cast<void**>(&partial),
+                                       (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
     if (m == Mode::Contiguous) {
       sum_contiguous<T, C><<<output_grid(p.outputs, chunks), kSumThreads, 0, stream>>>(p, x.data, out.data,
                                                                                      out.dtype, partial, chunks);
@@ -563,8 +548,8 @@ struct SumLaunch {
     const int64_t chunks = std::max<int64_t>(1, (p.reduced + chunk - 1) / chunk);
     Acc<C>* partial = nullptr;
     if (chunks > 1)
-      GF_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                    (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
+      GF_CUDA_CHECK(allocate_temporary(reinterpret_cast<void**>(&partial),
+                                       (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
     if (rows) {
       if (chunks > 2147483647) throw std::invalid_argument("sum: too many elements per output");
       sum_rows<T, C><<<output_grid(p.outputs, chunks), kSumThreads, 0, stream>>>(p, x.data, out.data, out.dtype,

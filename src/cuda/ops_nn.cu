@@ -107,10 +107,7 @@ __device__ double load_scalar(const char* p, DType t) {
 }
 
 int grid_size(int64_t work_items) {
-  int device = 0, sms = 0;
-  GF_CUDA_CHECK(cudaGetDevice(&device));
-  GF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return (int)std::max<int64_t>(1, std::min<int64_t>(work_items, (int64_t)sms * kBlocksPerSM));
+  return (int)std::max<int64_t>(1, std::min<int64_t>(work_items, (int64_t)multiprocessors() * kBlocksPerSM));
 }
 
 // Whether every float array of `r` (slots 0 and 2, and 1 unless it holds
@@ -655,11 +652,9 @@ template <DType T> RowKernel held_kernel(RowOp op, const RowPath& path) {
 // registers allow fewer than kBlocksPerSM), so that no late partial wave
 // leaves SMs idle at the end. At most row_blocks(r).
 int resident_grid(RowKernel kernel, const Rows& r) {
-  int device = 0, sms = 0, per_sm = 0;
-  GF_CUDA_CHECK(cudaGetDevice(&device));
-  GF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int per_sm = 0;
   GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  return std::max(1, std::min(row_blocks(r), sms * std::max(per_sm, 1)));
+  return std::max(1, std::min(row_blocks(r), multiprocessors() * std::max(per_sm, 1)));
 }
 
 // Launches the row job; returns its number of blocks (<= row_blocks(r)).
