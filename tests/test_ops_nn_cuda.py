@@ -322,10 +322,11 @@ def stream_labels(rng, rows, length, dtype):
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("index", range(5))
-@pytest.mark.parametrize("layout", ["C", "padded"])
+@pytest.mark.parametrize("layout", ["C", "padded", "offset"])
 def test_cupy_streamed_loss_match_numpy(dtype, index, layout, rng):
     # padded: one element shorter, aligned rows: a partial last chunk (and,
-    # at the shortest length, one element too short to stream)
+    # at the shortest length, one element too short to stream); offset: rows
+    # off a 16-byte boundary, which the block-wide kernels take instead
     length = stream_lengths(dtype)[index] - (layout == "padded")
     x_h = random_array(rng, (STREAM_ROWS + 5, length), dtype)
     labels_h = stream_labels(rng, x_h.shape[0], length, dtype)
@@ -338,7 +339,7 @@ def test_cupy_streamed_loss_match_numpy(dtype, index, layout, rng):
 
 def test_cupy_streamed_loss_many_rows_strided_rows_and_labels(rng):
     """4200 rows over two axes that do not merge (each warp takes several
-    rows), labels a strided view."""
+    rows), labels a strided view; then probability labels on the same rows."""
     x_h = random_array(rng, (6, 700, 300), np.float32)
     base = cupy.zeros((6, 800, 300), np.float32)
     x = base[:, :700]
@@ -348,6 +349,8 @@ def test_cupy_streamed_loss_many_rows_strided_rows_and_labels(rng):
     labels = labels_base[:, ::2]
     labels[...] = device(labels_h)
     assert_matches(host(ops.softmax_cross_entropy(x, labels)), ref_cross_entropy(x_h, labels_h), np.float32)
+    probs_h = random_probabilities(rng, x_h.shape, np.float32)  # never streamed
+    assert_matches(host(ops.softmax_cross_entropy(x, device(probs_h))), ref_cross_entropy(x_h, probs_h), np.float32)
 
 
 def test_cupy_streamed_loss_infinities_nan_and_huge_logits(rng):
