@@ -350,7 +350,9 @@ def test_sum_contiguous_fast_path(dtype, n, offset, rng):
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
-@pytest.mark.parametrize("shape", [(300, 4096), (301, 4095), (7, 33), (3, 5, 1001)])
+# (3, 300001): fewer outputs than blocks in a wave, so each row is split
+# among blocks whose partial sums are then added
+@pytest.mark.parametrize("shape", [(300, 4096), (301, 4095), (7, 33), (3, 5, 1001), (3, 300001)])
 @pytest.mark.parametrize("offset", [0, 1])
 def test_sum_last_axis_rows_fast_path(dtype, shape, offset, rng):
     host = random_array(rng, shape[:-1] + (shape[-1] + offset,), dtype)
@@ -366,11 +368,26 @@ def test_sum_contiguous_fast_path_is_deterministic_and_accurate(rng):
     assert all(float(ops.sum(x, dtype="float64")) == first for _ in range(3))
 
 
+# Columns are read as words of 16 bytes (8 for 1-byte dtypes: (700, 72)
+# has 72-byte rows) while whole steps of rows remain, then row by row.
 @pytest.mark.parametrize("dtype", FAST_DTYPES)
-@pytest.mark.parametrize("shape", [(3000, 4096), (1000, 4095), (70001, 8), (300001, 5), (5, 64)])
+@pytest.mark.parametrize("shape", [(3000, 4096), (1000, 4095), (70001, 8), (300001, 5), (5, 64), (700, 72)])
 def test_sum_leading_axis_fast_path(dtype, shape, rng):
     host = random_array(rng, shape, dtype)
     assert_sum_matches(ops.sum(cupy.asarray(host), axis=0), host, axis=0)
+
+
+@pytest.mark.parametrize("dtype", FAST_DTYPES)
+def test_sum_leading_axis_padded_rows_and_unmerged_axes(dtype, rng):
+    """Rows 16-byte aligned but 21 of 24 elements used: the last group of
+    each row is partial (element loads); then two reduced axes that do not
+    merge into one (every step row by row)."""
+    host = random_array(rng, (3001, 24), dtype)
+    view = cupy.asarray(host)[:, :21]
+    assert_sum_matches(ops.sum(view, axis=0), host[:, :21], axis=0)
+    host = random_array(rng, (6, 600, 64), dtype)
+    view = cupy.asarray(host)[:, :500]
+    assert_sum_matches(ops.sum(view, axis=(0, 1)), host[:, :500], axis=(0, 1))
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])

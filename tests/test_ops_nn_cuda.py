@@ -282,6 +282,114 @@ def test_cupy_held_rows_infinities(length):
     assert_matches(log[3], ref_log_softmax(x_h[3:], -1)[0], np.float32)
 
 
+# --------------------------------------------------- loss streamed by warps
+# The loss of index labels on STREAM_ROWS rows or more, unit-stride and
+# 16-byte aligned, at least one 16-byte chunk a lane of a warp long, streams
+# each row through a warp (8 chunks a lane per step, 4 for float64; the
+# label's logit picked from registers; elements after the last whole chunk
+# read one by one). Fewer rows, unaligned or strided rows and probability
+# labels take the kernels above.
+
+STREAM_ROWS = 1024  # kStreamMinRows in src/cuda/ops_nn.cu
+
+
+def stream_lengths(dtype):
+    """Row lengths of the streamed loss for `dtype`: one chunk a lane, one
+    whole step, a step and a chunk, several steps with a partial last one,
+    and a row longer than the held kernels take."""
+    k = 16 // np.dtype(dtype).itemsize
+    step = 32 * k * (4 if np.dtype(dtype).itemsize == 8 else 8)
+    return [32 * k, step, step + k, 5 * step - 3 * k, 10_000]
+
+
+def ref_index_loss(x, labels):
+    """Mean of logsumexp(row) - row[label] in float64 (-inf logits allowed)."""
+    x = x.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    lse = m[..., 0] + np.log(np.exp(x - m).sum(axis=-1))
+    picked = np.take_along_axis(x, labels[..., None].astype(np.int64), -1)[..., 0]
+    return np.float64((lse - picked).mean())
+
+
+def stream_labels(rng, rows, length, dtype):
+    """Random labels, among them the first and the last class and the last
+    element of the last whole 16-byte chunk; the narrowest integer dtype."""
+    k = 16 // np.dtype(dtype).itemsize
+    labels = rng.integers(0, length, size=rows)
+    labels[:3] = [0, length - 1, length // k * k - 1]
+    return labels.astype(np.uint8 if length <= 256 else np.int32 if length % 2 else np.int64)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("layout", ["C", "padded", "offset"])
+def test_cupy_streamed_loss_match_numpy(dtype, index, layout, rng):
+    # padded: one element shorter, aligned rows: a partial last chunk (and,
+    # at the shortest length, one element too short to stream); offset: rows
+    # off a 16-byte boundary, which the block-wide kernels take instead
+    length = stream_lengths(dtype)[index] - (layout == "padded")
+    x_h = random_array(rng, (STREAM_ROWS + 5, length), dtype)
+    labels_h = stream_labels(rng, x_h.shape[0], length, dtype)
+    x, labels = in_layout(layout, x_h), device(labels_h)
+    first = host(ops.softmax_cross_entropy(x, labels))
+    assert first.dtype == np.dtype(dtype)
+    assert_matches(first, ref_index_loss(x_h, labels_h), dtype)
+    assert host(ops.softmax_cross_entropy(x, labels)).tobytes() == first.tobytes()  # deterministic
+
+
+def test_cupy_streamed_loss_many_rows_strided_rows_and_labels(rng):
+    """4200 rows over two axes that do not merge (each warp takes several
+    rows), labels a strided view; then probability labels on the same rows."""
+    x_h = random_array(rng, (6, 700, 300), np.float32)
+    base = cupy.zeros((6, 800, 300), np.float32)
+    x = base[:, :700]
+    x[...] = device(x_h)
+    labels_h = random_labels(rng, x_h.shape)
+    labels_base = cupy.zeros((6, 1400), np.int64)
+    labels = labels_base[:, ::2]
+    labels[...] = device(labels_h)
+    assert_matches(host(ops.softmax_cross_entropy(x, labels)), ref_cross_entropy(x_h, labels_h), np.float32)
+    probs_h = random_probabilities(rng, x_h.shape, np.float32)  # never streamed
+    assert_matches(host(ops.softmax_cross_entropy(x, device(probs_h))), ref_cross_entropy(x_h, probs_h), np.float32)
+
+
+def test_cupy_streamed_loss_infinities_nan_and_huge_logits(rng):
+    x_h = random_array(rng, (STREAM_ROWS, 1000), np.float32) * 1e3  # |x| up to ~2e4: stable
+    labels_h = random_labels(rng, x_h.shape)
+    x_h[3, (labels_h[3] + 1) % 1000] = -np.inf  # -inf away from the label: a finite loss
+    x_h[4, (labels_h[4] + 7) % 1000] = -np.inf
+    assert_matches(host(ops.softmax_cross_entropy(device(x_h), device(labels_h))), ref_index_loss(x_h, labels_h),
+                   np.float32)
+    # Each makes the mean non-finite, as on the CPU: +inf off the label gives
+    # an infinite row loss; a row of -inf, or a NaN, gives NaN.
+    for row, value in ((5, "inf"), (6, "all -inf"), (7, "nan")):
+        bad = x_h.copy()
+        if value == "all -inf":
+            bad[row] = -np.inf
+        else:
+            bad[row, (labels_h[row] + 11) % 1000] = float(value)
+        loss = host(ops.softmax_cross_entropy(device(bad), device(labels_h)))
+        assert not np.isfinite(loss), value
+        np.testing.assert_equal(loss, ops.softmax_cross_entropy(bad, labels_h), err_msg=value)
+
+
+@pytest.mark.parametrize("bad", [300, -1, 2**40])
+def test_cupy_streamed_loss_out_of_range_label(bad, rng):
+    logits_h = random_array(rng, (STREAM_ROWS, 300), np.float32)
+    labels_h = random_labels(rng, logits_h.shape)
+    labels_h[517] = bad
+    logits, labels = device(logits_h), device(labels_h)
+    loss = ops.softmax_cross_entropy(logits, labels)  # no exception, no illegal address
+    assert np.isnan(host(loss))
+    with pytest.raises(IndexError, match=rf"label {bad}, out of range for 300 classes"):
+        ops.relu(logits)
+    labels_h[517] = 299
+    good = ops.softmax_cross_entropy(logits, device(labels_h))
+    assert_matches(host(good), ref_cross_entropy(logits_h, labels_h), np.float32)
+    cupy.cuda.Device().synchronize()
+    ops.relu(logits)  # valid labels record nothing
+
+
 # ----------------------------------------------------- out-of-range labels
 
 
@@ -328,7 +436,8 @@ def test_cupy_explicit_and_current_stream(rng):
     assert_matches(host(out), ref_softmax(logits_h, -1), np.float32)
 
 
-@pytest.mark.parametrize("shape", [(128, 40), (100, 500), (64, 3000)])  # row_kernel, held by a warp / the block
+# row_kernel, held by a warp / the block; 2048 rows of 256: the streamed loss
+@pytest.mark.parametrize("shape", [(128, 40), (100, 500), (64, 3000), (2048, 256)])
 def test_cuda_graph_capture_replays_every_op_on_new_data(shape, rng):
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
@@ -435,6 +544,21 @@ def test_torch_cuda_held_rows_16_bit(torch, dtype, length, rng):
     for ours, expected in checks:
         assert ours.dtype == tdtype
         torch.testing.assert_close(ours.float(), expected.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("length", [256, 2048, 4096, 4095])
+def test_torch_cuda_streamed_loss_16_bit(torch, dtype, length, rng):
+    """The streamed loss of 16-bit logits (8 elements a chunk; 4095: a
+    partial last chunk in rows padded to 16-byte alignment) against torch."""
+    F = torch.nn.functional
+    tdtype = getattr(torch, dtype)
+    base = torch.from_numpy(random_array(rng, (STREAM_ROWS + 3, 4096), np.float32)).cuda().to(tdtype)
+    x = base[:, :length]
+    labels = torch.from_numpy(random_labels(rng, x.shape)).cuda()
+    tol = {"float16": 4e-3, "bfloat16": 2e-2}[dtype]
+    torch.testing.assert_close(ops.softmax_cross_entropy(x, labels).float(), F.cross_entropy(x.float(), labels),
+                               rtol=tol, atol=tol)
 
 
 def test_torch_cuda_backward_ops_and_device_scalar_grad(torch, rng):

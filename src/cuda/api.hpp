@@ -23,8 +23,9 @@ class CudaError : public std::runtime_error {
 };
 
 // Runs the separable chains on one stream of the current device.
-// Temporaries come from cudaMallocAsync on that stream; nothing synchronises
-// the host, so every call can be captured in a CUDA graph.
+// Temporaries are stream-ordered on that stream (allocate_temporary in
+// check.cuh); nothing synchronises the host, so every call can be captured
+// in a CUDA graph.
 class CudaBackend final : public LineBackend {
  public:
   explicit CudaBackend(intptr_t stream) : stream_(stream) {}

@@ -26,6 +26,19 @@ inline cudaStream_t as_stream(intptr_t stream) {
   }
 }
 
+// Multiprocessors of the current device, asked of the runtime once per device.
+int multiprocessors();
+
+// Stream-ordered device memory for a call's temporaries, on the current
+// device, from gpufilt's own pool of it (cudaMallocAsync's default pool while
+// the stream is being captured: the graph owns the allocation then). Unlike
+// the default pool, which hands its memory back to the driver at every
+// synchronisation, gpufilt's keeps what it reserved (up to a bound), so a
+// caller that synchronises after each call does not pay for mapping fresh
+// memory inside the next one. Free with cudaFreeAsync on a stream ordered
+// after the last use.
+cudaError_t allocate_temporary(void** ptr, size_t bytes, cudaStream_t stream);
+
 }  // namespace gpufilt::cuda
 
 // Checks a runtime call; throws gpufilt::cuda::CudaError on failure.

@@ -1,10 +1,9 @@
 // CUDA kernels of the array operations (core/ops_array.hpp): broadcasting
 // copies and fills, sums over any axes, and checked gathers. Everything is
-// enqueued on the caller's stream; temporaries come from cudaMallocAsync on
-// it; nothing synchronises the host, so every call can be captured in a CUDA
-// graph.
+// enqueued on the caller's stream; temporaries are stream-ordered on it
+// (allocate_temporary); nothing synchronises the host, so every call can be
+// captured in a CUDA graph.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -334,13 +333,32 @@ struct Accumulator {
   }
 };
 
-// A 16-byte word seen as its elements.
-template <class S>
+// A word (16 bytes unless W says otherwise) seen as its elements.
+template <class S, class W = uint4>
 union Lanes {
-  static constexpr int count = 16 / sizeof(S);
-  uint4 word;
+  static constexpr int count = sizeof(W) / sizeof(S);
+  W word;
   S e[count];
 };
+
+// Loads in flight: each thread of the fast kernels below issues kSumLoads
+// 16-byte loads before it adds any of them, and kSumBlocksPerSM blocks of
+// kSumThreads stay resident per SM (their launch bounds cap the registers to
+// allow it): 128 KB in flight per SM, several times the bytes that cover
+// HBM's latency at full bandwidth (about 22 bytes/ns per SM on an H100 for
+// about 2 us under load). Grids are sized to one wave of such blocks.
+constexpr int kSumLoads = 8;
+constexpr int kSumBlocksPerSM = 4;
+
+// s[0] + ... + s[N - 1] (N a power of two), pairwise.
+template <int N, class A>
+__device__ __forceinline__ A pairwise_sum(A (&s)[N]) {
+#pragma unroll
+  for (int half = N / 2; half > 0; half /= 2)
+#pragma unroll
+    for (int k = 0; k < half; ++k) s[k] += s[k + half];
+  return s[0];
+}
 
 // The sum of one 16-byte word's elements, pairwise in the accumulator type
 // (double sums of at most 8 half-width or 4 float elements: no accuracy lost
@@ -354,21 +372,19 @@ __device__ __forceinline__ Acc<C> word_sum(uint4 w) {
   Acc<C> s[L];
 #pragma unroll
   for (int k = 0; k < L; ++k) s[k] = summand<T, C>(u.e[k]);
-#pragma unroll
-  for (int half = L / 2; half > 0; half /= 2)
-#pragma unroll
-    for (int k = 0; k < half; ++k) s[k] += s[k + half];
-  return s[0];
+  return pairwise_sum(s);
 }
 
 // Contiguous mode: the summands of each output are one contiguous run (the
 // reduced axis has unit stride). Block (chunk, output) sums a contiguous
 // share of the run's 16-byte words; chunk 0 also takes the elements before
-// the first 16-byte boundary and after the last whole word. Each thread
-// keeps four loads in flight. chunks == 1: the block writes the result;
-// else its partial, summed by sum_partials.
+// the first 16-byte boundary and after the last whole word. Each step, a
+// thread loads kSumLoads words (kSumThreads apart: a warp reads 512
+// contiguous bytes per load), sums them pairwise and adds that to its
+// compensated sum. chunks == 1: the block writes the result; else its
+// partial, summed by sum_partials.
 template <DType T, SumClass C>
-__global__ void __launch_bounds__(kSumThreads, 4)
+__global__ void __launch_bounds__(kSumThreads, kSumBlocksPerSM)
     sum_contiguous(const __grid_constant__ ReducePlan p, const char* x, char* out, DType out_dtype,
                    Acc<C>* partial, int64_t chunks) {
   using S = typename storage<T>::type;
@@ -383,15 +399,18 @@ __global__ void __launch_bounds__(kSumThreads, 4)
   const int64_t share = (words + chunks - 1) / chunks;
   const int64_t lo = min(words, chunk * share), hi = min(words, lo + share);
   Accumulator<C> acc;
-  int64_t i = lo + threadIdx.x;
-  for (; i + 3 * kSumThreads < hi; i += 4 * kSumThreads) {
-    uint4 v[4];
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kSumLoads * kSumThreads) {
+    uint4 v[kSumLoads];  // words past hi (in the last step only) read as zeros
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = w[i + k * kSumThreads];
+    for (int k = 0; k < kSumLoads; ++k) {
+      const int64_t at = i + (int64_t)k * kSumThreads;
+      v[k] = at < hi ? w[at] : make_uint4(0, 0, 0, 0);
+    }
+    Acc<C> s[kSumLoads];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) acc.add(word_sum<T, C>(v[k]));
+    for (int k = 0; k < kSumLoads; ++k) s[k] = word_sum<T, C>(v[k]);
+    acc.add(pairwise_sum(s));
   }
-  for (; i < hi; i += kSumThreads) acc.add(word_sum<T, C>(w[i]));
   if (chunk == 0) {  // head < L and tail < L elements, at most one per thread
     const S* elems = reinterpret_cast<const S*>(base);
     const int64_t tail = head + words * L + threadIdx.x;
@@ -404,18 +423,50 @@ __global__ void __launch_bounds__(kSumThreads, 4)
   else partial[o * chunks + chunk] = v;
 }
 
+// Inner-column mode keeps a compensated sum per output a thread owns and
+// kColumnBlocksPerSM blocks resident per SM (registers up to 85): with R
+// rows of one word a step in flight, 96 KB per SM for 4- and 8-byte
+// elements. A thread's word: 16 bytes, but 8 for 1-byte elements (16
+// running sums would not fit), and R = kSumLoads rows but 4 for 2-byte
+// elements (8 running sums).
+constexpr int kColumnBlocksPerSM = 3;
+template <class S>
+using ColumnWord = std::conditional_t<sizeof(S) == 1, uint2, uint4>;
+template <class S>
+constexpr int column_rows() {
+  return sizeof(S) == 2 ? kSumLoads / 2 : kSumLoads;
+}
+
+// Adds R rows of a thread's Width outputs: each output's R elements summed
+// pairwise, that sum added to the output's compensated sum.
+template <DType T, SumClass C, int R, int Width, class S>
+__device__ __forceinline__ void add_rows(Accumulator<C> (&acc)[Width], const S (&e)[R][Width]) {
+#pragma unroll
+  for (int j = 0; j < Width; ++j) {
+    Acc<C> s[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) s[k] = summand<T, C>(e[k][j]);
+    acc[j].add(pairwise_sum(s));
+  }
+}
+
 // Inner-column mode: the last kept axis has unit stride (sum over the
 // leading axes of a C-contiguous block). Thread g owns `Width` neighbouring
-// outputs of one run of that axis (a 16-byte word when kWords, else one
+// outputs of one run of that axis (a ColumnWord when kWords, else one
 // element), so that a warp reads whole rows side by side; blockIdx.y picks a
-// chunk of chunk_rows reduced positions. Runs whose length is not a multiple
-// of Width end in a partial group, read element by element.
+// chunk of chunk_rows reduced positions. Each step, a thread loads R rows
+// and adds them (add_rows). While R whole rows remain, with one reduced axis
+// and a whole group of outputs, the R loads go out together, unguarded; the
+// other steps (the last one, several reduced axes, the partial group at the
+// end of a run whose length is not a multiple of Width) read element by
+// element with guards.
 template <DType T, SumClass C, bool kWords>
-__global__ void __launch_bounds__(kSumThreads)
+__global__ void __launch_bounds__(kSumThreads, kColumnBlocksPerSM)
     sum_inner_columns(const __grid_constant__ ReducePlan p, const char* x, char* out, DType out_dtype,
                       Acc<C>* partial, int64_t chunks, int64_t chunk_rows, int64_t groups) {
   using S = typename storage<T>::type;
-  constexpr int Width = kWords ? Lanes<S>::count : 1;
+  using Word = Lanes<S, ColumnWord<S>>;
+  constexpr int Width = kWords ? Word::count : 1, R = kWords ? column_rows<S>() : kSumLoads;
   const int64_t g = (int64_t)blockIdx.x * kSumThreads + threadIdx.x;
   if (g >= groups) return;  // no barrier below
   const int64_t run = p.keep_shape[p.nkeep - 1], per_run = (run + Width - 1) / Width;
@@ -423,20 +474,37 @@ __global__ void __launch_bounds__(kSumThreads)
   const int lanes = (int)min((int64_t)Width, run - in_run);
   const char* base = x + kept_offset(p, first, false);
   const int64_t chunk = blockIdx.y, lo = chunk * chunk_rows, hi = min(p.reduced, lo + chunk_rows);
-  const bool flat = p.nred == 1;
   Accumulator<C> acc[Width];
-#pragma unroll 4
-  for (int64_t r = lo; r < hi; ++r) {
-    const char* row = base + (flat ? r * p.red_x[0] : reduced_offset(p, r));
-    Lanes<S> u;
-    if (kWords && lanes == Width) {
-      u.word = *reinterpret_cast<const uint4*>(row);
-    } else {
+  int64_t r0 = lo;
+  if (p.nred == 1 && lanes == Width) {
+    const int64_t step = p.red_x[0];
+    for (; r0 + R <= hi; r0 += R) {
+      S e[R][Width];
 #pragma unroll
-      for (int k = 0; k < Width; ++k) u.e[k] = k < lanes ? reinterpret_cast<const S*>(row)[k] : S(0);
+      for (int k = 0; k < R; ++k) {
+        const char* row = base + (r0 + k) * step;
+        if constexpr (kWords) {
+          Word u;
+          u.word = *reinterpret_cast<const decltype(u.word)*>(row);
+#pragma unroll
+          for (int j = 0; j < Width; ++j) e[k][j] = u.e[j];
+        } else {
+          e[k][0] = *reinterpret_cast<const S*>(row);
+        }
+      }
+      add_rows<T, C>(acc, e);
     }
+  }
+  for (; r0 < hi; r0 += R) {
+    S e[R][Width];  // rows past hi read as zeros
 #pragma unroll
-    for (int k = 0; k < Width; ++k) acc[k].add(summand<T, C>(u.e[k]));
+    for (int k = 0; k < R; ++k) {
+      const int64_t r = r0 + k;
+      const S* row = reinterpret_cast<const S*>(base + (r < hi ? reduced_offset(p, r) : 0));
+#pragma unroll
+      for (int j = 0; j < Width; ++j) e[k][j] = r < hi && j < lanes ? row[j] : S(0);
+    }
+    add_rows<T, C>(acc, e);
   }
 #pragma unroll
   for (int k = 0; k < Width; ++k) {
@@ -453,24 +521,7 @@ dim3 output_grid(int64_t outputs, int64_t x = 1) {
   return dim3((unsigned)x, (unsigned)y, (unsigned)z);
 }
 
-// Multiprocessors of the current device, read once per device.
-int multiprocessors() {
-  static std::atomic<int> known[64];
-  int device = 0;
-  GF_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= 64) device = 0;
-  int n = known[device].load(std::memory_order_relaxed);
-  if (n == 0) {
-    GF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    known[device].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-bool multiple_of_16(int64_t v) { return v % 16 == 0; }  // negative strides too
-
-constexpr int64_t kColumnThreads = int64_t(1) << 18;  // enough to fill an H100 (132 SMs x 2048)
-constexpr int64_t kColumnMinRows = 64;                // reduced rows per chunk at least
+constexpr int64_t kColumnMinRows = 64;  // reduced rows per chunk at least
 
 template <DType T>
 struct SumLaunch {
@@ -485,12 +536,13 @@ struct SumLaunch {
     return Mode::General;
   }
 
-  // Inner columns read as 16-byte words: every row of every run starts on a
-  // 16-byte boundary.
+  // Inner columns read as ColumnWords: every row of every run starts on a
+  // word boundary.
+  static constexpr int64_t kWordBytes = sizeof(ColumnWord<S>);
   static bool column_words(const ReducePlan& p, const ArrayDesc& x) {
-    bool ok = multiple_of_16(reinterpret_cast<uintptr_t>(x.data));
-    for (int d = 0; d < p.nred; ++d) ok = ok && multiple_of_16(p.red_x[d]);
-    for (int d = 0; d + 1 < p.nkeep; ++d) ok = ok && multiple_of_16(p.keep_x[d]);
+    bool ok = reinterpret_cast<uintptr_t>(x.data) % kWordBytes == 0;
+    for (int d = 0; d < p.nred; ++d) ok = ok && p.red_x[d] % kWordBytes == 0;  // negative strides too
+    for (int d = 0; d + 1 < p.nkeep; ++d) ok = ok && p.keep_x[d] % kWordBytes == 0;
     return ok;
   }
 
@@ -499,31 +551,38 @@ struct SumLaunch {
     const Mode m = mode(p, x);
     int64_t chunks = 1, chunk = 0, groups = 0;
     bool words = false;
+    // One wave of resident blocks with work for every thread, split along
+    // the reduced axis when the outputs alone do not give it. The split
+    // depends on the shape and the device only, so results repeat bit for
+    // bit on one device.
+    const int64_t sms = multiprocessors();
     if (m == Mode::Contiguous) {
-      // A fixed grid of 4 blocks per SM over all outputs; each block at
-      // least 4 loads of 16 bytes per thread. Depends on the shape and the
-      // device only, so results repeat bit for bit.
-      const int64_t grid = 4 * (int64_t)multiprocessors(), words_each = p.reduced * (int64_t)sizeof(S) / 16;
-      if (p.outputs < grid)
-        chunks = std::max<int64_t>(1, std::min((grid + p.outputs - 1) / p.outputs, words_each / (4 * kSumThreads)));
+      const int64_t wave = kSumBlocksPerSM * sms;
+      // Each block at least one full step (kSumLoads words a thread).
+      const int64_t words_each = p.reduced * (int64_t)sizeof(S) / 16;
+      if (p.outputs < wave)
+        chunks = std::max<int64_t>(1, std::min((wave + p.outputs - 1) / p.outputs,
+                                               words_each / (kSumLoads * kSumThreads)));
     } else if (m == Mode::InnerColumns) {
       words = column_words(p, x);
-      const int64_t width = words ? 16 / (int64_t)sizeof(S) : 1, run = p.keep_shape[p.nkeep - 1];
+      const int64_t width = words ? kWordBytes / (int64_t)sizeof(S) : 1, run = p.keep_shape[p.nkeep - 1];
       groups = p.outputs / run * ((run + width - 1) / width);
-      // Rows split into chunks until about kColumnThreads threads run; the
-      // split depends on the shape only.
-      chunks = std::max<int64_t>(1, std::min({(kColumnThreads + groups - 1) / groups,
+      const int64_t blocks_x = (groups + kSumThreads - 1) / kSumThreads;
+      if (blocks_x > 2147483647) return launch_general<C>(p, x, out, stream);
+      // Chunks of rows until the busy threads (one per group and chunk) fill
+      // the wave; each chunk kColumnMinRows rows at least.
+      const int64_t busy = std::min<int64_t>(groups, kSumThreads) * blocks_x;
+      chunks = std::max<int64_t>(1, std::min({kColumnBlocksPerSM * sms * kSumThreads / busy,
                                               (p.reduced + kColumnMinRows - 1) / kColumnMinRows, int64_t(65535)}));
       chunk = std::max<int64_t>(1, (p.reduced + chunks - 1) / chunks);
       chunks = std::max<int64_t>(1, (p.reduced + chunk - 1) / chunk);
-      if ((groups + kSumThreads - 1) / kSumThreads > 2147483647) return launch_general<C>(p, x, out, stream);
     } else {
       return launch_general<C>(p, x, out, stream);
     }
     Acc<C>* partial = nullptr;
     if (chunks > 1)
-      GF_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                    (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
+      GF_CUDA_CHECK(allocate_temporary(reinterpret_cast<void**>(&partial),
+                                       (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
     if (m == Mode::Contiguous) {
       sum_contiguous<T, C><<<output_grid(p.outputs, chunks), kSumThreads, 0, stream>>>(p, x.data, out.data,
                                                                                      out.dtype, partial, chunks);
@@ -563,8 +622,8 @@ struct SumLaunch {
     const int64_t chunks = std::max<int64_t>(1, (p.reduced + chunk - 1) / chunk);
     Acc<C>* partial = nullptr;
     if (chunks > 1)
-      GF_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial),
-                                    (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
+      GF_CUDA_CHECK(allocate_temporary(reinterpret_cast<void**>(&partial),
+                                       (size_t)(p.outputs * chunks) * sizeof(Acc<C>), stream));
     if (rows) {
       if (chunks > 2147483647) throw std::invalid_argument("sum: too many elements per output");
       sum_rows<T, C><<<output_grid(p.outputs, chunks), kSumThreads, 0, stream>>>(p, x.data, out.data, out.dtype,

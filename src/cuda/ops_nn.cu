@@ -14,8 +14,10 @@
 // 64, 1 when rows run along a strided axis (neighbouring threads then read
 // neighbouring rows, which is what coalesces); a group makes one pass over
 // its row for the online max and sum (merged across the group with
-// shuffles), then one pass writing the result. The cross-entropy gradient
-// never stores the softmax. The mean loss is reduced per block, then by one
+// shuffles), then one pass writing the result. The loss of index labels on
+// many unit-stride, aligned rows needs no output row: a warp streams each
+// row once (cross_entropy_stream). The cross-entropy gradient never stores
+// the softmax. The mean loss is reduced per block, then by one
 // block, in a fixed order: the same inputs give the same bits.
 //
 // Out-of-range index labels: no host wait is allowed inside a call, so the
@@ -107,10 +109,7 @@ __device__ double load_scalar(const char* p, DType t) {
 }
 
 int grid_size(int64_t work_items) {
-  int device = 0, sms = 0;
-  GF_CUDA_CHECK(cudaGetDevice(&device));
-  GF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return (int)std::max<int64_t>(1, std::min<int64_t>(work_items, (int64_t)sms * kBlocksPerSM));
+  return (int)std::max<int64_t>(1, std::min<int64_t>(work_items, (int64_t)multiprocessors() * kBlocksPerSM));
 }
 
 // Whether every float array of `r` (slots 0 and 2, and 1 unless it holds
@@ -584,6 +583,123 @@ __global__ void __launch_bounds__(kThreads) mean_kernel(const double* partials, 
   if (threadIdx.x == 0) st<T>(out, (acc_t<T>)(total * inv_rows), aligned);
 }
 
+// ----------------------------------- cross-entropy loss streamed by warps
+//
+// The loss of index labels writes no row, so a row needs neither to be held
+// nor to be read twice: each warp streams its rows on its own, no barrier
+// until the block's final loss sum. Per step a lane issues stream_chunks<T>
+// 16-byte loads (32 lanes x 8 x 16 = 4 KB a warp in flight), then folds them
+// into its running max and sum of exp(x - max) (rescaled once per step, so
+// the sum's rounding grows with the steps, as BlockedRowStats' blocks); the
+// lane whose chunk holds the label keeps that logit (the label is read with
+// the row's first loads, not after the row as a dependent load); the lanes'
+// stats merge by shuffles. Rows: unit stride, 16-byte aligned (vectorized),
+// at least one chunk a lane, and kStreamMinRows of them at least (a warp a
+// row leaves a GPU idle with few rows: those take the block-wide kernels).
+constexpr int kStreamBlocksPerSM = 3;  // 24 warps an SM (registers up to 85): 96 KB in flight
+
+// Chunks a lane loads per step: 8, but 4 for float64 (its doubles and
+// double exp would not fit the registers with 8).
+template <DType T> constexpr int stream_chunks() { return T == DType::Float64 ? 4 : 8; }
+constexpr int64_t kStreamMinRows = 1024;
+
+// RowStats::rescale(x, m) = exp(x - m), 1 where x == m, computed whole and
+// then selected: the per-element branch of the ternary would split the
+// step's straight-line code.
+template <class A> __device__ __forceinline__ A rescale_select(A x, A m) {
+  const A e = exp_of(x - m);  // NaN for -inf - -inf: replaced below
+  return x == m ? A(1) : e;
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kThreads, kStreamBlocksPerSM) cross_entropy_stream(Rows r, RowArgs a) {
+  using A = acc_t<T>;
+  constexpr int K = Chunk<T>::kSize, U = stream_chunks<T>(), kWarps = kThreads / 32;
+  __shared__ double loss_shared[kWarps];
+  const int lane = threadIdx.x % 32;
+  const int64_t full = r.length / K, tail = r.length - full * K;  // whole chunks; elements after them
+  const int64_t item = sizeof(typename Elem<T>::S);
+  double loss_sum = 0.0;
+  for (int64_t row = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32; row < r.count;
+       row += (int64_t)gridDim.x * kWarps) {  // a whole warp takes or skips a row: its shuffles stay whole
+    int64_t off[kRowArrays];
+    r.locate(row, off);
+    const char* x = r.data[0] + off[0];
+    const int64_t label = load_label(r.data[1] + off[1], r.label_dtype);
+    const bool ok = label_ok(label, r.length);
+    const int64_t label_chunk = ok ? label / K : -1;
+    const int label_k = ok ? (int)(label - label_chunk * K) : 0;
+    A max = -INFINITY, sum = A(0), picked = A(0);
+    bool mine = false;  // this lane holds the label's logit in `picked`
+    for (int64_t c0 = lane; c0 < full; c0 += 32 * U) {
+      Chunk<T> v[U];  // chunks past the row's whole ones read as zeros, then skipped
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * 32;
+        v[u].raw = c < full ? reinterpret_cast<const uint4*>(x)[c] : make_uint4(0, 0, 0, 0);
+      }
+      A step_max = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (c0 + u * 32 < full)
+#pragma unroll
+          for (int k = 0; k < K; ++k) step_max = MaxOf{}(step_max, Elem<T>::to(v[u].e[k]));
+      const A m = MaxOf{}(max, step_max);
+      A step_sum = A(0);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (c0 + u * 32 >= full) continue;
+#pragma unroll
+        for (int k = 0; k < K; ++k) step_sum += rescale_select(Elem<T>::to(v[u].e[k]), m);
+        if (c0 + u * 32 == label_chunk) {
+#pragma unroll
+          for (int k = 0; k < K; ++k)
+            if (k == label_k) picked = Elem<T>::to(v[u].e[k]);
+          mine = true;
+        }
+      }
+      sum = sum * rescale_select(max, m) + step_sum;
+      max = m;
+    }
+    if (lane < tail) {  // fewer than K elements after the whole chunks
+      const int64_t j = full * K + lane;
+      const A xv = ld<T>(x + j * item, true);
+      RowStats<A> one;
+      one.max = max;
+      one.sum = sum;
+      one.add(xv);
+      max = one.max;
+      sum = one.sum;
+      if (j == label) {
+        picked = xv;
+        mine = true;
+      }
+    }
+    RowStats<A> stats;
+    stats.max = max;
+    stats.sum = sum;
+    group_merge<32, false>(stats, static_cast<RowStats<A>*>(nullptr));
+    if (mine) loss_sum += (double)stats.index_loss(picked);
+    if (!ok && lane == 0) {
+      loss_sum += (double)NAN;
+      record_range_error(a.bad_label, RangeErrorKind::Label, label, r.length);
+    }
+  }
+  const double total = block_sum(loss_sum, loss_shared);
+  if (threadIdx.x == 0) a.partials[blockIdx.x] = total;
+}
+
+// Whether the loss of `r` takes cross_entropy_stream.
+bool streams_loss(const Rows& r, const RowArgs& a) {
+  const int64_t k = 16 / itemsize(r.dtype);
+  return r.index_labels && a.vectorized && r.length >= 32 * k && r.count >= kStreamMinRows;
+}
+
+int stream_blocks(const Rows& r) {
+  constexpr int64_t kWarps = kThreads / 32;
+  return (int)std::min<int64_t>((r.count + kWarps - 1) / kWarps, (int64_t)kStreamBlocksPerSM * multiprocessors());
+}
+
 // How a row job runs: `group` threads a row, and `held` chunks a thread
 // when the row is held in registers (row_held_kernel), 0 for row_kernel.
 struct RowPath {
@@ -655,11 +771,9 @@ template <DType T> RowKernel held_kernel(RowOp op, const RowPath& path) {
 // registers allow fewer than kBlocksPerSM), so that no late partial wave
 // leaves SMs idle at the end. At most row_blocks(r).
 int resident_grid(RowKernel kernel, const Rows& r) {
-  int device = 0, sms = 0, per_sm = 0;
-  GF_CUDA_CHECK(cudaGetDevice(&device));
-  GF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int per_sm = 0;
   GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  return std::max(1, std::min(row_blocks(r), sms * std::max(per_sm, 1)));
+  return std::max(1, std::min(row_blocks(r), multiprocessors() * std::max(per_sm, 1)));
 }
 
 // Launches the row job; returns its number of blocks (<= row_blocks(r)).
@@ -718,14 +832,21 @@ void cross_entropy(const Rows& rows, const ArrayDesc& loss, intptr_t stream) {
   const cudaStream_t s = as_stream(stream);
   RowArgs args = row_args(RowOp::CrossEntropy, rows);
   if (rows.index_labels) args.bad_label = range_error_slot();
-  const int most_blocks = rows.count ? row_blocks(rows) : 0;
+  const bool streamed = rows.count && streams_loss(rows, args);
+  const int most_blocks = !rows.count ? 0 : streamed ? stream_blocks(rows) : row_blocks(rows);
   CudaBackend backend(stream);
   std::unique_ptr<TempBuffer> partials = backend.allocate((int64_t)std::max(most_blocks, 1) * sizeof(double));
   args.partials = reinterpret_cast<double*>(partials->data);
   const bool out_aligned = reinterpret_cast<uintptr_t>(loss.data) % itemsize(loss.dtype) == 0;
   dispatch_float(rows.dtype, [&](auto t) {
     constexpr DType T = decltype(t)::value;
-    const int blocks = most_blocks ? launch_rows<T>(rows, args, s) : 0;
+    int blocks = most_blocks;
+    if (streamed) {
+      cross_entropy_stream<T><<<blocks, kThreads, 0, s>>>(rows, args);
+      GF_CUDA_CHECK_LAUNCH();
+    } else if (blocks) {
+      blocks = launch_rows<T>(rows, args, s);
+    }
     // No rows: 0 * inf = NaN, as torch's mean of nothing.
     mean_kernel<T><<<1, kThreads, 0, s>>>(args.partials, blocks, blocks ? args.inv_rows : (double)NAN,
                                           loss.data, out_aligned);

@@ -5,7 +5,9 @@
 // is linked statically), so it reports instead of throwing.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "cuda/api.hpp"
@@ -58,7 +60,71 @@ void fill_devices(int count, RuntimeInfo& info) {
   if (!info.devices.empty()) info.unusable_reason.clear();
 }
 
+constexpr int kMaxDevices = 64;  // per-device caches (a device past them: asked each time, default pool)
+
+// What gpufilt's pool keeps reserved across synchronisations: every
+// reduction's partial sums and most filters' temporaries.
+constexpr uint64_t kPoolKeepBytes = uint64_t(256) << 20;
+
+// gpufilt's pool on `device`, made on first use and kept for the process;
+// null where the device has no stream-ordered pools (then the default pool
+// serves).
+cudaMemPool_t own_pool(int device) {
+  static std::mutex mutex;
+  static cudaMemPool_t pools[kMaxDevices] = {};
+  static bool tried[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (tried[device]) return pools[device];
+  tried[device] = true;
+  int supported = 0;
+  if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || !supported) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  uint64_t keep = kPoolKeepBytes;
+  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+    cudaGetLastError();  // still a working pool, one that trims at each synchronisation
+  pools[device] = pool;
+  return pool;
+}
+
 }  // namespace
+
+int multiprocessors() {
+  static std::atomic<int> known[kMaxDevices];
+  int device = 0;
+  GF_CUDA_CHECK(cudaGetDevice(&device));
+  std::atomic<int>* slot = device >= 0 && device < kMaxDevices ? &known[device] : nullptr;
+  int n = slot ? slot->load(std::memory_order_relaxed) : 0;
+  if (n == 0) {
+    GF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    if (slot) slot->store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+cudaError_t allocate_temporary(void** ptr, size_t bytes, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+    cudaGetLastError();
+    capture = cudaStreamCaptureStatusActive;  // cudaMallocAsync reports what is wrong
+  }
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  if (capture == cudaStreamCaptureStatusNone && cudaGetDevice(&device) == cudaSuccess) pool = own_pool(device);
+  return pool ? cudaMallocFromPoolAsync(ptr, bytes, pool, stream) : cudaMallocAsync(ptr, bytes, stream);
+}
 
 void throw_cuda_error(cudaError_t err, const char* file, int line) {
   cudaGetLastError();  // a non-sticky error must not resurface at the next check

@@ -458,11 +458,12 @@ void copy_bits(const ArrayDesc& in, const ArrayDesc& out, cudaStream_t stream) {
 
 // ---- temporaries --------------------------------------------------------------
 
-// Stream-ordered device memory, released on the stream it came from.
+// Stream-ordered device memory (allocate_temporary), released on the stream
+// it came from.
 class StreamBuffer final : public TempBuffer {
  public:
   StreamBuffer(int64_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes > 0) GF_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data), (size_t)bytes, stream));
+    if (bytes > 0) GF_CUDA_CHECK(allocate_temporary(reinterpret_cast<void**>(&data), (size_t)bytes, stream));
   }
   ~StreamBuffer() override {
     if (data && cudaFreeAsync(data, stream_) != cudaSuccess) cudaGetLastError();  // never throw here
