@@ -138,11 +138,23 @@ def test_output_view_and_dtype(rng):
     assert_matches(cupy.asnumpy(same), scipy_reference("uniform_filter", host, 5))
 
 
-def test_longer_filters_and_other_orders(rng):
-    """sigma 3 (25 taps) and sobel along the last axis (passes 2, 0, 1) run pass by pass."""
-    x = cupy.asarray(random_array(rng, (30, 40, 50), "float32"))
-    check("gaussian_filter", x, 3.0)
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float64"])
+def test_longer_filters_and_other_orders(dtype, rng):
+    """Chains the fused kernel declines as a whole run pass by pass, each pass
+    fused alone up to 33 taps, in the line kernels beyond: sigma 3 and 4 (25
+    and 33 taps), sigma 5 (41), sobel along the last axis (passes 2, 0, 1)."""
+    x = cupy.asarray(random_array(rng, (30, 40, 50), dtype))
+    for sigma in (3.0, 4.0, 5.0):
+        check("gaussian_filter", x, sigma, mode=per_axis_modes(rng, 3))
     check("sobel", x, axis=-1)
+
+
+@pytest.mark.parametrize("taps", [18, 25, 33, 34])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_correlate1d_long_filters(axis, taps, rng):
+    x = cupy.asarray(random_array(rng, (40, 37, 70), "float32"))
+    w = weights_for(rng, "float32", taps)
+    check("correlate1d", x, w, axis=axis, mode=str(rng.choice(FILTER_MODES)), cval=0.5)
 
 
 def test_in_place_output(rng):

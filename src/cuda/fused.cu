@@ -18,9 +18,11 @@
 // plane's loads are issued before the current plane is computed, to keep
 // them in flight.
 //
-// Chains this does not cover (more axes, other orders, longer filters,
-// dtype conversions, overlapping arrays, layouts whose last axis is not the
-// most contiguous) return false and run pass by pass (separable.cu).
+// Chains this does not cover (more axes, other orders, tiles too large for
+// shared memory, dtype conversions, overlapping arrays, layouts whose last
+// axis is not the most contiguous) run pass by pass, and each pass of a 2-D
+// or 3-D array is again tried here alone (CudaBackend::line_pass) before the
+// line kernels of separable.cu take it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,7 +40,7 @@ namespace gpufilt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxTaps = 17;         // per axis: radius 8, gaussian sigma 2
+constexpr int kMaxTaps = 33;         // per axis: radius 16, gaussian sigma 4
 constexpr int kMaxColumns = 8;       // haloed columns a thread loads per plane
 constexpr int kMaxBEntries = 8;      // pass-1 results a thread computes per plane
 constexpr int kMaxOutputs = 4;       // outputs a thread stores per plane
@@ -257,12 +259,12 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
     if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + ring_len, m, columns, next);
 
     // 2. pass 0 along the planes, for the thread's own columns of the ring
-    const Acc* tap_slot[TAPS > 0 ? TAPS : 1];  // per tap: my_ring at its slot
+    int tap_slot[TAPS > 0 ? TAPS : 1];  // per tap: its slot's offset in the ring
     if constexpr (TAPS > 0) {
 #pragma unroll
       for (int k = 0; k < TAPS; ++k) {
         const int slot = base + k < ring_len ? base + k : base + k - ring_len;
-        tap_slot[k] = my_ring + slot * columns;
+        tap_slot[k] = slot * columns;
       }
     }
 #pragma unroll
@@ -270,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
       if (threadIdx.x + j * kThreads >= columns) break;
       auto tap = [&](int k) {
         if constexpr (TAPS > 0) {
-          return tap_slot[k][j * kThreads];
+          return my_ring[tap_slot[k] + j * kThreads];
         } else {
           const int slot = base + k < ring_len ? base + k : base + k - ring_len;
           return my_ring[slot * columns + j * kThreads];
@@ -496,8 +498,8 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
 }
 
 // The tap count every pass of the chain shares when the kernel is
-// specialised for it, else 0: gaussian sigma 1 and 2 (9 and 17 taps), size 3
-// and 9 uniform, minimum and maximum filters, sobel, prewitt.
+// specialised for it, else 0: gaussian sigma 1, 2 and 4 (9, 17 and 33 taps),
+// size 3 and 9 uniform, minimum and maximum filters, sobel, prewitt.
 int specialised_taps(const FusedArgs& a) {
   int taps = 0;
   for (const FusedPass& p : a.pass) {
@@ -505,7 +507,7 @@ int specialised_taps(const FusedArgs& a) {
     if (taps != 0 && p.taps != taps) return 0;
     taps = p.taps;
   }
-  return taps == 3 || taps == 9 || taps == 17 ? taps : 0;
+  return taps == 3 || taps == 9 || taps == 17 || taps == 33 ? taps : 0;
 }
 
 template <DType T, int TAPS>
@@ -529,6 +531,9 @@ struct FusedLauncher {
         case 3: return launch_fused<T, 3>(plan, stream);
         case 9: return launch_fused<T, 9>(plan, stream);
         case 17: return launch_fused<T, 17>(plan, stream);
+        case 33:  // passes this long are fused one at a time (line_pass): float32 only
+          if constexpr (T == DType::Float32) return launch_fused<T, 33>(plan, stream);
+          break;
         default: break;
       }
     }

@@ -479,6 +479,7 @@ void CudaBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Lin
                             double cval) {
   check_line_pass(in, out, pass);
   if (in.size() == 0) return;
+  if (fused_chain(in, out, {pass}, cval)) return;  // one pass of a 2-D/3-D array (fused.cu)
   const LinePlan plan = plan_line(in, out, pass, cval);
   static const std::vector<double> no_weights;
   const auto& weights = pass.kind == LineKind::Correlate ? pass.weights : no_weights;
