@@ -189,9 +189,8 @@ __global__ void footprint_kernel(const char* __restrict__ in, char* __restrict__
 
 // Rank filters of at most kSmallRank taps (3x3, 5x5, 3x3x3...): the values
 // stay in registers (fully unrolled loops) in the narrowest type that holds
-// them exactly, and the answer is the value v[i] with
-// #(v < v[i]) <= rank < #(v <= v[i]). No local memory, no data-dependent
-// branches.
+// them exactly, are sorted by a fixed network, and the answer is v[rank]. No
+// local memory, no data-dependent branches.
 constexpr int kSmallRank = 32;
 
 template <DType In>
