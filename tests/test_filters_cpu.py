@@ -574,3 +574,17 @@ def test_non_finite_values_spread_like_scipy(dtype, rng):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     assert_matches(got[finite], want[finite], dtype=dtype)
+
+
+@pytest.mark.parametrize("size", [3, 32, 33])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_float_sums_of_long_lines_match_scipy(dtype, size, rng):
+    # float32/float16 data are summed in float: windows of up to 32 taps
+    # whole at every output, longer ones by a running sum in double; along
+    # the contiguous axis (one line at a time) and across it (lines in blocks).
+    x = random_array(rng, (3000, 5), dtype) + 100  # an offset: rounding errors show
+    for axis in (0, 1):
+        assert_matches(gnd.uniform_filter1d(x, size, axis=axis),
+                       scipy_reference("uniform_filter1d", x, size, axis=axis), dtype=dtype)
+        assert_matches(gnd.gaussian_filter1d(x, size / 8, axis=axis),
+                       scipy_reference("gaussian_filter1d", x, size / 8, axis=axis), dtype=dtype)

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/array.hpp"
@@ -23,39 +24,93 @@ typedef double Pair;
 #endif
 constexpr int kPair = sizeof(Pair) / sizeof(double);
 
-template <class V>
-inline V load_as(const double* p) {
+// The vector a kernel works on for line buffers of E: Pair for double, 32
+// bytes of any other type (eight floats, 32 uint8: one AVX register, two
+// SSE ones on the x86-64 baseline).
+template <class E>
+struct Simd {
+#if defined(__GNUC__)
+  typedef E V __attribute__((vector_size(32)));
+#else
+  typedef E V;
+#endif
+};
+template <>
+struct Simd<double> {
+  using V = Pair;
+};
+
+template <class V, class E>
+inline V load_as(const E* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-template <class V>
-inline void store_as(double* p, const V& v) {
+template <class V, class E>
+inline void store_as(E* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-using LoadLine = void (*)(const char* src, int64_t stride, int64_t n, double* dst);
-using StoreLine = void (*)(const double* src, char* dst, int64_t stride, int64_t n);
+// Line buffers hold doubles, or floats for float32/float16 data summed in
+// float (DESIGN.md's tolerance allows it); these move one element of dtype T
+// in and out of an E, with scipy's conversions (cast.hpp) for the doubles.
+template <DType T, class E>
+inline E load_element(const char* p) {
+  if constexpr (std::is_same_v<E, float> && T == DType::Float32) {
+    float v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  } else if constexpr (std::is_same_v<E, float> && T == DType::Float16) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return half_bits_to_float(h);
+  } else {
+    return (E)load_as_double<T>(p);
+  }
+}
+template <DType T, class E>
+inline void store_element(char* p, E v) {
+  if constexpr (std::is_same_v<E, float> && T == DType::Float32) {
+    std::memcpy(p, &v, sizeof v);
+  } else if constexpr (std::is_same_v<E, float> && T == DType::Float16) {
+    const uint16_t h = float_to_half_bits(v);
+    std::memcpy(p, &h, sizeof h);
+  } else {
+    store_from_double<T>(p, (double)v);
+  }
+}
+
+template <class E>
+using LoadLineOf = void (*)(const char* src, int64_t stride, int64_t n, E* dst);
+template <class E>
+using StoreLineOf = void (*)(const E* src, char* dst, int64_t stride, int64_t n);
+using LoadLine = LoadLineOf<double>;
+using StoreLine = StoreLineOf<double>;
 
 // Unit-stride runs take their own loop, whose constant stride lets the
 // compiler vectorise the conversion.
-template <DType T>
-struct LineIO {
-  static constexpr int64_t item = sizeof(typename storage<T>::type);
-  static void load(const char* src, int64_t stride, int64_t n, double* dst) {
-    if (stride == item)
-      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_double<T>(src + i * item);
-    else
-      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_double<T>(src + i * stride);
-  }
-  static void store(const double* src, char* dst, int64_t stride, int64_t n) {
-    if (stride == item)
-      for (int64_t i = 0; i < n; ++i) store_from_double<T>(dst + i * item, src[i]);
-    else
-      for (int64_t i = 0; i < n; ++i) store_from_double<T>(dst + i * stride, src[i]);
-  }
-  static std::pair<LoadLine, StoreLine> run() { return {&load, &store}; }
+template <class E>
+struct LineIOAs {
+  template <DType T>
+  struct IO {
+    static constexpr int64_t item = sizeof(typename storage<T>::type);
+    static void load(const char* src, int64_t stride, int64_t n, E* dst) {
+      if (stride == item)
+        for (int64_t i = 0; i < n; ++i) dst[i] = load_element<T, E>(src + i * item);
+      else
+        for (int64_t i = 0; i < n; ++i) dst[i] = load_element<T, E>(src + i * stride);
+    }
+    static void store(const E* src, char* dst, int64_t stride, int64_t n) {
+      if (stride == item)
+        for (int64_t i = 0; i < n; ++i) store_element<T, E>(dst + i * item, src[i]);
+      else
+        for (int64_t i = 0; i < n; ++i) store_element<T, E>(dst + i * stride, src[i]);
+    }
+    static std::pair<LoadLineOf<E>, StoreLineOf<E>> run() { return {&load, &store}; }
+  };
 };
+template <DType T>
+using LineIO = LineIOAs<double>::IO<T>;
 
 // The lines of an array along one axis: line l starts at base + offset(l).
 // With `skip` >= 0 that axis is left out of the walk too (the caller walks it).
@@ -91,13 +146,14 @@ struct Lines {
 // Fills the `left` and `right` cells around line[left .. left+n) per `mode`.
 // With lanes > 1 the buffer holds `lanes` lines side by side (cell i of lane
 // b at ext[i * lanes + b]) and each cell is a row of `lanes` values.
-inline void extend_line(double* ext, int64_t n, int64_t left, int64_t right, Mode mode, double cval,
+template <class E>
+inline void extend_line(E* ext, int64_t n, int64_t left, int64_t right, Mode mode, double cval,
                         int64_t lanes = 1) {
-  const double* line = ext + left * lanes;
+  const E* line = ext + left * lanes;
   auto fill = [&](int64_t j) {
     const int64_t k = border_index(j, n, mode);
-    double* cell = ext + (left + j) * lanes;
-    for (int64_t b = 0; b < lanes; ++b) cell[b] = k < 0 ? cval : line[k * lanes + b];
+    E* cell = ext + (left + j) * lanes;
+    for (int64_t b = 0; b < lanes; ++b) cell[b] = k < 0 ? (E)cval : line[k * lanes + b];
   };
   for (int64_t j = -left; j < 0; ++j) fill(j);
   for (int64_t j = n; j < n + right; ++j) fill(j);
