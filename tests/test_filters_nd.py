@@ -1305,3 +1305,56 @@ def test_bad_axes_raise_value_error(name, axes, x, out):
 @pytest.mark.parametrize("name", ["gaussian_laplace", "gaussian_gradient_magnitude"])
 def test_negative_sigma_of_gaussian_derivative_raises_value_error(name, x, out):
     raises_untouched(ValueError, "sigma", name, x, out, -1.0)
+
+
+# ------------------------------------- order statistics in the input's own type
+# uint8, int8, uint16, int16, float16 and float32 data are ranked in their
+# own type (a vector holds more of them than of doubles); the results must
+# stay scipy's to the last bit, whatever the mode, cval and output dtype.
+
+NARROW_DTYPES = ["uint8", "int8", "uint16", "int16", "float32"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", NARROW_DTYPES)
+@pytest.mark.parametrize("name", ORDER_STATS)
+def test_order_statistic_in_own_type_equals_scipy(name, dtype, mode, rng):
+    x = random_array(rng, (9, 70), dtype)  # 70: vectors and a tail
+    args = (7,) if name == "rank_filter" else (30,) if name == "percentile_filter" else ()
+    # cvals the dtype holds, and 2.5, which it does not (ranked in double
+    # then); cvals out of the dtype's range are left out: scipy's own result
+    # then depends on its conversion of cval (not this path).
+    for cval in (0.0, 3.0, 2.5, 100.0):
+        got = getattr(gnd, name)(x, *args, size=(3, 4), mode=mode, cval=cval)
+        want = getattr(snd, name)(x, *args, size=(3, 4), mode=mode, cval=cval)
+        np.testing.assert_array_equal(got, want, err_msg=f"cval={cval}")
+
+
+@pytest.mark.parametrize("output", ["float64", "float32", "int32", "uint8", "float16"])
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32"])
+def test_median_in_own_type_into_other_output_equals_scipy(dtype, output, rng):
+    x = random_array(rng, (8, 40), dtype)
+    for cval in (5.0, 120.0):  # fractional cvals: see the test above
+        kwargs = dict(size=5, mode="constant", cval=cval)
+        got = gnd.median_filter(x, output=np.dtype(output), **kwargs)
+        want = snd.median_filter(x, output=np.float32 if output == "float16" else np.dtype(output),
+                                 **kwargs)
+        np.testing.assert_array_equal(got, want.astype(output), err_msg=f"cval={cval}")
+
+
+@pytest.mark.parametrize("name", ORDER_STATS)
+def test_float32_order_statistic_with_nan_equals_float64_one(name, rng):
+    # scipy's NaN order is implementation-defined (see the top); ranking in
+    # float must place NaN exactly as ranking the same values in double does.
+    x = random_array(rng, (6, 40), np.float32)
+    x[2, 5] = x[4, 17] = np.nan
+    args = (3,) if name == "rank_filter" else (60,) if name == "percentile_filter" else ()
+    got = getattr(gnd, name)(x, *args, size=3, mode="nearest")
+    in_double = getattr(gnd, name)(x.astype(np.float64), *args, size=3, mode="nearest")
+    np.testing.assert_array_equal(got, in_double.astype(np.float32))
+
+
+@pytest.mark.parametrize("size", [3, 5, (5, 7), 8])
+def test_float16_median_matches_scipy(size, rng):
+    x = random_array(rng, (9, 40), np.float16)
+    check("median_filter", x, size=size, mode="constant", cval=0.3)
