@@ -1358,3 +1358,27 @@ def test_float32_order_statistic_with_nan_equals_float64_one(name, rng):
 def test_float16_median_matches_scipy(size, rng):
     x = random_array(rng, (9, 40), np.float16)
     check("median_filter", x, size=size, mode="constant", cval=0.3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [3, 4, 5, 8, 9, 12, 15, (9, 10), (15, 6)])
+def test_uint8_box_median_equals_scipy(size, mode, rng):
+    # Boxes of more than 64 taps over uint8 take a sliding histogram; fewer
+    # the selection network. Odd and even shapes, lines shorter than the box.
+    for shape in [(23, 30), (16, 9)]:
+        x = random_array(rng, shape, np.uint8)
+        got = gnd.median_filter(x, size, mode=mode, cval=17)
+        np.testing.assert_array_equal(got, snd.median_filter(x, size, mode=mode, cval=17))
+
+
+@pytest.mark.parametrize("size", [9, 12, (4, 5, 6)])
+def test_uint8_box_rank_and_percentile_equal_scipy(size, rng):
+    x = random_array(rng, (10, 13, 21) if isinstance(size, tuple) else (19, 26), np.uint8)
+    x[3:6] = 200  # ties
+    taps = int(np.prod(size)) if isinstance(size, tuple) else size * size
+    for rank in (0, 1, taps // 3, taps - 2, taps - 1, -1):
+        got = gnd.rank_filter(x, rank, size=size, mode="mirror")
+        np.testing.assert_array_equal(got, snd.rank_filter(x, rank, size=size, mode="mirror"))
+    for percentile in (0, 20, 50, 99.5, 100):
+        got = gnd.percentile_filter(x, percentile, size=size, mode="wrap")
+        np.testing.assert_array_equal(got, snd.percentile_filter(x, percentile, size=size, mode="wrap"))

@@ -130,6 +130,34 @@ struct Scratch {
       : lines(plan.rows.size() * (n + plan.left + plan.right)), result(n), values(taps * kNetworkWidth<E>) {}
 };
 
+// The value of rank `rank` in each window of a box footprint over uint8 data
+// by a sliding histogram (Huang's algorithm, as OpenCV's medianBlur for large
+// windows): moving one position removes a column of `rows` values and adds
+// one, and the answer moves from the last one by a few bins; `below` counts
+// the window's values under it. Exact. res[i]'s window: lines[r * stride +
+// i .. i + width) for each row r.
+void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t width, int64_t n,
+                    int64_t rank, uint8_t* res) {
+  int64_t hist[256] = {};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < width; ++k) ++hist[lines[r * stride + k]];
+  int value = 0;
+  int64_t below = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0)
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t gone = lines[r * stride + i - 1], added = lines[r * stride + i + width - 1];
+        --hist[gone];
+        below -= gone < value;
+        ++hist[added];
+        below += added < value;
+      }
+    while (below > rank) below -= hist[--value];
+    while (below + hist[value] <= rank) below += hist[value++];
+    res[i] = (uint8_t)value;
+  }
+}
+
 template <class E>
 void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network, int64_t n,
                  Scratch<E>& s) {
@@ -168,6 +196,13 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
           std::copy(v + f.rank * width, v + (f.rank + 1) * width, res + i0);
         }
         break;
+      }
+      const int64_t width = plan.left + plan.right + 1, rows = (int64_t)plan.rows.size();
+      if constexpr (std::is_same_v<E, uint8_t>) {
+        if (taps == rows * width) {  // a full box: every row holds every shift
+          box_rank_uint8(lines, stride, rows, width, n, f.rank, res);
+          break;
+        }
       }
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t t = 0; t < taps; ++t) v[t] = tap(t)[i];
