@@ -1382,3 +1382,13 @@ def test_uint8_box_rank_and_percentile_equal_scipy(size, rng):
     for percentile in (0, 20, 50, 99.5, 100):
         got = gnd.percentile_filter(x, percentile, size=size, mode="wrap")
         np.testing.assert_array_equal(got, snd.percentile_filter(x, percentile, size=size, mode="wrap"))
+
+
+@pytest.mark.parametrize("size", [3, 5, (3, 3, 3)])
+@pytest.mark.parametrize("dtype", [d for d in REAL_DTYPES if d != "float16"])
+def test_unrolled_median_networks_equal_scipy(dtype, size, rng):
+    # 3x3, 5x5 and 3x3x3 medians run networks unrolled at compile time.
+    x = random_array(rng, (5, 6, 37) if isinstance(size, tuple) else (9, 75), dtype)
+    for mode in ("reflect", "constant"):
+        np.testing.assert_array_equal(gnd.median_filter(x, size, mode=mode, cval=1),
+                                      snd.median_filter(x, size, mode=mode, cval=1))
