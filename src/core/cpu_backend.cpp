@@ -64,9 +64,9 @@ constexpr int kTile = 8;
 
 // Calls body(j, tiles, v) for tiles [j, j + width) covering [0, count), where
 // v is a value-initialised vector type: kTile vectors, then single elements.
-template <class E, class Body>
+template <class E, int Bytes, class Body>
 inline void for_tiles(int64_t count, Body&& body) {
-  using V = typename Simd<E>::V;
+  using V = typename Simd<E, Bytes>::V;
   constexpr int64_t width = kTile * (int64_t)(sizeof(V) / sizeof(E));
   int64_t j = 0;
   for (; j + width <= count; j += width) body(j, std::integral_constant<int, kTile>{}, V{});
@@ -83,13 +83,13 @@ struct RowPass {
 };
 
 // res[j] for j < count, in scipy's summation order (see LinePass::symmetry).
-template <class E>
+template <int Bytes, class E>
 void correlate_rows(const E* ext, int64_t count, int64_t lanes, const RowPass<E>& p, E* res) {
   const E* w = p.weights;
   const int64_t taps = p.taps, c = taps / 2;
   auto symmetric = [&](auto sign) {  // sign: +1 symmetric, -1 antisymmetric, fixed at compile time
     const E wc = w[c], *mid = ext + c * lanes;
-    for_tiles<E>(count, [&](int64_t j, auto tiles, auto v) {
+    for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
       using V = decltype(v);
       constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
       V acc[N];
@@ -107,7 +107,7 @@ void correlate_rows(const E* ext, int64_t count, int64_t lanes, const RowPass<E>
   if (p.symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
   if (p.symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
   const E wl = w[taps - 1], *last = ext + (taps - 1) * lanes;
-  for_tiles<E>(count, [&](int64_t j, auto tiles, auto v) {
+  for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
     V acc[N];
@@ -157,9 +157,10 @@ void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int6
 constexpr int64_t kFloatWindow = 32;
 
 // The mean of each window of `size`, summed whole at every output.
+template <int Bytes>
 void window_mean_rows(const float* ext, int64_t count, int64_t lanes, int64_t size, float* res) {
   const float divisor = (float)size;
-  for_tiles<float>(count, [&](int64_t j, auto tiles, auto v) {
+  for_tiles<float, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(float);
     V acc[N];
@@ -173,9 +174,9 @@ void window_mean_rows(const float* ext, int64_t count, int64_t lanes, int64_t si
 
 // Minimum or maximum over each window of `size`, with scipy's comparison
 // (a later value replaces the running one only if strictly smaller/larger).
-template <bool Minimum, class E>
+template <bool Minimum, int Bytes, class E>
 void min_max_rows(const E* ext, int64_t count, int64_t lanes, int64_t size, E* res) {
-  for_tiles<E>(count, [&](int64_t j, auto tiles, auto v) {
+  for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
     V acc[N];
@@ -190,48 +191,51 @@ void min_max_rows(const E* ext, int64_t count, int64_t lanes, int64_t size, E* r
 }
 
 // Results of rows [i0, i1) of a block into res.
-template <class E>
+template <class E, int Bytes>
 void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowPass<E>& pass, E* sums,
                  E* res) {
   const E* rows = ext + i0 * lanes;
   const int64_t count = (i1 - i0) * lanes;
   switch (pass.kind) {
-    case LineKind::Correlate: return correlate_rows(rows, count, lanes, pass, res);
+    case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, lanes, pass, res);
     case LineKind::Uniform:
-      if constexpr (std::is_same_v<E, float>) return window_mean_rows(rows, count, lanes, pass.size, res);
+      if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(rows, count, lanes, pass.size, res);
       else return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
-    case LineKind::Minimum: return min_max_rows<true>(rows, count, lanes, pass.size, res);
-    case LineKind::Maximum: return min_max_rows<false>(rows, count, lanes, pass.size, res);
+    case LineKind::Minimum: return min_max_rows<true, Bytes>(rows, count, lanes, pass.size, res);
+    case LineKind::Maximum: return min_max_rows<false, Bytes>(rows, count, lanes, pass.size, res);
   }
 }
 
 template <class E>
 using FilterRows = void (*)(const E*, int64_t, int64_t, int64_t, const RowPass<E>&, E*, E*);
 
-// The float kernels are also compiled for AVX2 with FMA (eight floats per
-// instruction, multiply-adds fused, as DESIGN.md's float tolerance allows)
-// and chosen at run time; the double ones never are: an FMA would round
-// differently from scipy. `flatten` inlines the kernels into the AVX2 copy.
+// The kernels are also compiled for AVX2 (four doubles or eight floats per
+// instruction) and chosen at run time. The float ones fuse multiply-adds as
+// DESIGN.md's float tolerance allows; the double ones never: an FMA rounds
+// once where scipy rounds twice. `flatten` inlines the kernels into the copy.
 #if defined(__GNUC__) && defined(__x86_64__)
 __attribute__((target("avx2,fma"), flatten)) void filter_rows_avx2(const float* ext, int64_t i0, int64_t i1,
                                                                   int64_t lanes, const RowPass<float>& pass,
                                                                   float* sums, float* res) {
-  filter_rows<float>(ext, i0, i1, lanes, pass, sums, res);
+  filter_rows<float, 32>(ext, i0, i1, lanes, pass, sums, res);
+}
+__attribute__((target("avx2"), flatten)) void filter_rows_avx2(const double* ext, int64_t i0, int64_t i1,
+                                                              int64_t lanes, const RowPass<double>& pass,
+                                                              double* sums, double* res) {
+  filter_rows<double, 32>(ext, i0, i1, lanes, pass, sums, res);
 }
 #endif
 
 template <class E>
 FilterRows<E> row_kernel() {
 #if defined(__GNUC__) && defined(__x86_64__)
-  if constexpr (std::is_same_v<E, float>) {
-    static const bool avx2 = [] {
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }();
-    if (avx2) return &filter_rows_avx2;
-  }
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  if (avx2) return static_cast<FilterRows<E>>(&filter_rows_avx2);
 #endif
-  return &filter_rows<E>;
+  return &filter_rows<E, 16>;
 }
 
 }  // namespace

@@ -109,9 +109,9 @@ struct SelectionNetwork {
   bool usable() const { return valid; }
 
   // values[t * width + m]: tap t of position m; result in values[rank * width + m].
-  template <class E>
+  template <int Bytes, class E>
   void run(E* values, int64_t width) const {
-    using V = typename Simd<E>::V;
+    using V = typename Simd<E, Bytes>::V;
     constexpr int64_t step = sizeof(V) / sizeof(E);
     for (const Exchange& e : exchanges) {
       E *a = values + e.lo * width, *b = values + e.hi * width;
@@ -154,9 +154,9 @@ struct FixedSelection {
     (exchange<V, list.items[I].lo, list.items[I].hi, list.items[I].keep_min, list.items[I].keep_max>(v), ...);
   }
   // res[i] for i < n; tap t of position i at taps[t][i].
-  template <class E>
+  template <int Bytes, class E>
   static void run(const E* const* taps, int64_t n, E* res) {
-    using V = typename Simd<E>::V;
+    using V = typename Simd<E, Bytes>::V;
     constexpr int64_t step = sizeof(V) / sizeof(E);
     auto at = [&](int64_t i, auto v) {
       using W = decltype(v);
@@ -172,11 +172,11 @@ struct FixedSelection {
 };
 
 // False when (taps, rank) has no fixed network.
-template <class E>
+template <int Bytes, class E>
 bool fixed_selection(int64_t taps, int64_t rank, const E* const* tap_lines, int64_t n, E* res) {
-  if (taps == 9 && rank == 4) return FixedSelection<9, 4>::run(tap_lines, n, res), true;
-  if (taps == 25 && rank == 12) return FixedSelection<25, 12>::run(tap_lines, n, res), true;
-  if (taps == 27 && rank == 13) return FixedSelection<27, 13>::run(tap_lines, n, res), true;
+  if (taps == 9 && rank == 4) return FixedSelection<9, 4>::run<Bytes>(tap_lines, n, res), true;
+  if (taps == 25 && rank == 12) return FixedSelection<25, 12>::run<Bytes>(tap_lines, n, res), true;
+  if (taps == 27 && rank == 13) return FixedSelection<27, 13>::run<Bytes>(tap_lines, n, res), true;
   return false;
 }
 
@@ -221,7 +221,7 @@ void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t 
   }
 }
 
-template <class E>
+template <class E, int Bytes>
 void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network, int64_t n,
                  Scratch<E>& s) {
   const int64_t stride = n + plan.left + plan.right, taps = f.taps();
@@ -254,11 +254,11 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
       if (network.usable()) {
         const E* tap_lines[ExchangeList::kMaxTaps];
         for (int64_t t = 0; t < taps; ++t) tap_lines[t] = tap(t);
-        if (fixed_selection(taps, f.rank, tap_lines, n, res)) break;
+        if (fixed_selection<Bytes>(taps, f.rank, tap_lines, n, res)) break;
         for (int64_t i0 = 0; i0 < n; i0 += kNetworkWidth<E>) {
           const int64_t width = std::min(kNetworkWidth<E>, n - i0);
           for (int64_t t = 0; t < taps; ++t) std::copy(tap(t) + i0, tap(t) + i0 + width, v + t * width);
-          network.run(v, width);
+          network.run<Bytes>(v, width);
           std::copy(v + f.rank * width, v + (f.rank + 1) * width, res + i0);
         }
         break;
@@ -291,7 +291,7 @@ template <class E>
 __attribute__((target("avx2"), flatten)) void reduce_line_avx2(const Footprint& f, const LinePlan& plan,
                                                               const SelectionNetwork& network, int64_t n,
                                                               Scratch<E>& s) {
-  reduce_line<E>(f, plan, network, n, s);
+  reduce_line<E, 32>(f, plan, network, n, s);
 }
 #endif
 
@@ -306,7 +306,7 @@ ReduceLine<E> line_reducer() {
     if (avx2) return &reduce_line_avx2<E>;
   }
 #endif
-  return &reduce_line<E>;
+  return &reduce_line<E, 16>;
 }
 
 // A 0-d array as a 1-d array of one element, so that one code path serves all.

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/array.hpp"
 #include "core/border.hpp"
@@ -14,40 +17,34 @@
 namespace gpufilt {
 namespace cpu {
 
-// Two doubles in one SSE2 / NEON register (GCC/Clang vector extension), so
-// that kernels vectorise where the auto-vectoriser would not; elsewhere one
-// double. Element-wise operations: results equal the scalar ones.
-#if defined(__GNUC__)
-typedef double Pair __attribute__((vector_size(16)));
-#else
-typedef double Pair;
-#endif
-constexpr int kPair = sizeof(Pair) / sizeof(double);
-
-// The vector a kernel works on for line buffers of E: Pair for double, 32
-// bytes of any other type (eight floats, 32 uint8: one AVX register, two
-// SSE ones on the x86-64 baseline).
-template <class E>
+// The vector a kernel works on for line buffers of E: 16 bytes in baseline
+// (SSE2) code, 32 in the AVX2 copies of the kernels (four doubles, eight
+// floats, 32 uint8). Not 32 everywhere: GCC lowers 32-byte comparisons to
+// scalar code where it has no AVX.
+template <class E, int Bytes = 16>
 struct Simd {
 #if defined(__GNUC__)
-  typedef E V __attribute__((vector_size(32)));
+  typedef E V __attribute__((vector_size(Bytes)));
 #else
   typedef E V;
 #endif
 };
-template <>
-struct Simd<double> {
-  using V = Pair;
-};
 
+// Always inlined: a 32-byte vector passed by value out of line would change
+// the ABI between the baseline and the AVX2 copies of a kernel.
+#if defined(__GNUC__)
+#define GF_INLINE inline __attribute__((always_inline))
+#else
+#define GF_INLINE inline
+#endif
 template <class V, class E>
-inline V load_as(const E* p) {
+GF_INLINE V load_as(const E* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 template <class V, class E>
-inline void store_as(E* p, const V& v) {
+GF_INLINE void store_as(E* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
@@ -80,6 +77,24 @@ inline void store_element(char* p, E v) {
   }
 }
 
+// True when lo <= src[i] < hi for every i < n (NaN is not); SSE2 where
+// there is SSE2 (GCC turns vector-extension masks into scalar code here).
+inline bool all_within(const double* src, int64_t n, double lo, double hi) {
+  int64_t i = 0;
+  bool held = true;
+#if defined(__SSE2__)
+  const __m128d low = _mm_set1_pd(lo), high = _mm_set1_pd(hi);
+  __m128d all = _mm_castsi128_pd(_mm_set1_epi32(-1));
+  for (; i + 2 <= n; i += 2) {
+    const __m128d v = _mm_loadu_pd(src + i);
+    all = _mm_and_pd(all, _mm_and_pd(_mm_cmpge_pd(v, low), _mm_cmplt_pd(v, high)));
+  }
+  held = _mm_movemask_pd(all) == 3;
+#endif
+  for (; i < n; ++i) held &= src[i] >= lo && src[i] < hi;
+  return held;
+}
+
 template <class E>
 using LoadLineOf = void (*)(const char* src, int64_t stride, int64_t n, E* dst);
 template <class E>
@@ -101,12 +116,26 @@ struct LineIOAs {
         for (int64_t i = 0; i < n; ++i) dst[i] = load_element<T, E>(src + i * stride);
     }
     static void store(const E* src, char* dst, int64_t stride, int64_t n) {
+      if constexpr (std::is_same_v<E, double> && !is_float_dtype(T) && item < 4 && T != DType::Bool) {
+        if (stride == item && store_narrow_int(src, dst, n)) return;
+      }
       if (stride == item)
         for (int64_t i = 0; i < n; ++i) store_element<T, E>(dst + i * item, src[i]);
       else
         for (int64_t i = 0; i < n; ++i) store_element<T, E>(dst + i * stride, src[i]);
     }
     static std::pair<LoadLineOf<E>, StoreLineOf<E>> run() { return {&load, &store}; }
+    // Values that an int32 holds convert through it to the same 8/16-bit
+    // integer as through int64 (store_from_double), in loops that vectorise;
+    // false (nothing written) when one of them is beyond, or NaN.
+    static bool store_narrow_int(const E* src, char* dst, int64_t n) {
+      if (!all_within(src, n, -2147483648.0, 2147483648.0)) return false;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto v = (typename storage<T>::type)(int32_t)src[i];
+        std::memcpy(dst + i * item, &v, item);
+      }
+      return true;
+    }
   };
 };
 template <DType T>
