@@ -22,6 +22,7 @@ using namespace cpu;
 // unit-stride across the lanes, so they vectorise; each element still sees
 // the same operations in the same order as when filtered alone. A pass
 // along the most contiguous axis takes its lines one at a time (lanes = 1).
+// kLanes doubles (512 bytes a row); blocks of floats take as many bytes.
 constexpr int64_t kLanes = 64;
 // Results buffered between stores (doubles), small enough to stay in L1.
 constexpr int64_t kChunk = 1024;
