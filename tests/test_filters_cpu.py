@@ -574,3 +574,32 @@ def test_non_finite_values_spread_like_scipy(dtype, rng):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     assert_matches(got[finite], want[finite], dtype=dtype)
+
+
+@pytest.mark.parametrize("size", [3, 32, 33])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_float_sums_of_long_lines_match_scipy(dtype, size, rng):
+    # float32/float16 data are summed in float: windows of up to 32 taps
+    # whole at every output, longer ones by a running sum in double; along
+    # the contiguous axis (one line at a time) and across it (lines in blocks).
+    x = random_array(rng, (3000, 5), dtype) + 100  # an offset: rounding errors show
+    for axis in (0, 1):
+        assert_matches(gnd.uniform_filter1d(x, size, axis=axis),
+                       scipy_reference("uniform_filter1d", x, size, axis=axis), dtype=dtype)
+        assert_matches(gnd.gaussian_filter1d(x, size / 8, axis=axis),
+                       scipy_reference("gaussian_filter1d", x, size / 8, axis=axis), dtype=dtype)
+
+
+@pytest.mark.parametrize("output", ["uint8", "int8", "uint16", "int16"])
+def test_narrow_integer_outputs_wrap_as_scipy(output, rng):
+    # 8/16-bit outputs of lines that int32 holds take a vectorised
+    # conversion; a line with NaN takes the scalar one. Both must give
+    # scipy's wrapped values. (Results beyond int32 are left out: scipy's C
+    # cast goes through int32 there, gpufilt's through int64.)
+    x = rng.uniform(-70000, 70000, size=(6, 40))
+    x[2, 7] = 2e9
+    x[5, 1] = np.nan
+    for axis in (0, 1):
+        got = gnd.correlate1d(x, [0.25, 0.5, 0.25], axis=axis, output=np.dtype(output))
+        want = scipy_reference("correlate1d", x, [0.25, 0.5, 0.25], axis=axis, output=np.dtype(output))
+        np.testing.assert_array_equal(got, want)

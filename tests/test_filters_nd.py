@@ -1305,3 +1305,90 @@ def test_bad_axes_raise_value_error(name, axes, x, out):
 @pytest.mark.parametrize("name", ["gaussian_laplace", "gaussian_gradient_magnitude"])
 def test_negative_sigma_of_gaussian_derivative_raises_value_error(name, x, out):
     raises_untouched(ValueError, "sigma", name, x, out, -1.0)
+
+
+# ------------------------------------- order statistics in the input's own type
+# uint8, int8, uint16, int16, float16 and float32 data are ranked in their
+# own type (a vector holds more of them than of doubles); the results must
+# stay scipy's to the last bit, whatever the mode, cval and output dtype.
+
+NARROW_DTYPES = ["uint8", "int8", "uint16", "int16", "float32"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", NARROW_DTYPES)
+@pytest.mark.parametrize("name", ORDER_STATS)
+def test_order_statistic_in_own_type_equals_scipy(name, dtype, mode, rng):
+    x = random_array(rng, (9, 70), dtype)  # 70: vectors and a tail
+    args = (7,) if name == "rank_filter" else (30,) if name == "percentile_filter" else ()
+    # cvals the dtype holds, and 2.5, which it does not (ranked in double
+    # then); cvals out of the dtype's range are left out: scipy's own result
+    # then depends on its conversion of cval (not this path).
+    for cval in (0.0, 3.0, 2.5, 100.0):
+        got = getattr(gnd, name)(x, *args, size=(3, 4), mode=mode, cval=cval)
+        want = getattr(snd, name)(x, *args, size=(3, 4), mode=mode, cval=cval)
+        np.testing.assert_array_equal(got, want, err_msg=f"cval={cval}")
+
+
+@pytest.mark.parametrize("output", ["float64", "float32", "int32", "uint8", "float16"])
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32"])
+def test_median_in_own_type_into_other_output_equals_scipy(dtype, output, rng):
+    x = random_array(rng, (8, 40), dtype)
+    for cval in (5.0, 120.0):  # fractional cvals: see the test above
+        kwargs = dict(size=5, mode="constant", cval=cval)
+        got = gnd.median_filter(x, output=np.dtype(output), **kwargs)
+        want = snd.median_filter(x, output=np.float32 if output == "float16" else np.dtype(output),
+                                 **kwargs)
+        np.testing.assert_array_equal(got, want.astype(output), err_msg=f"cval={cval}")
+
+
+@pytest.mark.parametrize("name", ORDER_STATS)
+def test_float32_order_statistic_with_nan_equals_float64_one(name, rng):
+    # scipy's NaN order is implementation-defined (see the top); ranking in
+    # float must place NaN exactly as ranking the same values in double does.
+    x = random_array(rng, (6, 40), np.float32)
+    x[2, 5] = x[4, 17] = np.nan
+    args = (3,) if name == "rank_filter" else (60,) if name == "percentile_filter" else ()
+    got = getattr(gnd, name)(x, *args, size=3, mode="nearest")
+    in_double = getattr(gnd, name)(x.astype(np.float64), *args, size=3, mode="nearest")
+    np.testing.assert_array_equal(got, in_double.astype(np.float32))
+
+
+@pytest.mark.parametrize("size", [3, 5, (5, 7), 8])
+def test_float16_median_matches_scipy(size, rng):
+    x = random_array(rng, (9, 40), np.float16)
+    check("median_filter", x, size=size, mode="constant", cval=0.3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [3, 4, 5, 8, 9, 12, 15, (9, 10), (15, 6)])
+def test_uint8_box_median_equals_scipy(size, mode, rng):
+    # Boxes of more than 64 taps over uint8 take a sliding histogram; fewer
+    # the selection network. Odd and even shapes, lines shorter than the box.
+    for shape in [(23, 30), (16, 9)]:
+        x = random_array(rng, shape, np.uint8)
+        got = gnd.median_filter(x, size, mode=mode, cval=17)
+        np.testing.assert_array_equal(got, snd.median_filter(x, size, mode=mode, cval=17))
+
+
+@pytest.mark.parametrize("size", [9, 12, (4, 5, 6)])
+def test_uint8_box_rank_and_percentile_equal_scipy(size, rng):
+    x = random_array(rng, (10, 13, 21) if isinstance(size, tuple) else (19, 26), np.uint8)
+    x[3:6] = 200  # ties
+    taps = int(np.prod(size)) if isinstance(size, tuple) else size * size
+    for rank in (0, 1, taps // 3, taps - 2, taps - 1, -1):
+        got = gnd.rank_filter(x, rank, size=size, mode="mirror")
+        np.testing.assert_array_equal(got, snd.rank_filter(x, rank, size=size, mode="mirror"))
+    for percentile in (0, 20, 50, 99.5, 100):
+        got = gnd.percentile_filter(x, percentile, size=size, mode="wrap")
+        np.testing.assert_array_equal(got, snd.percentile_filter(x, percentile, size=size, mode="wrap"))
+
+
+@pytest.mark.parametrize("size", [3, 5, (3, 3, 3)])
+@pytest.mark.parametrize("dtype", [d for d in REAL_DTYPES if d != "float16"])
+def test_unrolled_median_networks_equal_scipy(dtype, size, rng):
+    # 3x3, 5x5 and 3x3x3 medians run networks unrolled at compile time.
+    x = random_array(rng, (5, 6, 37) if isinstance(size, tuple) else (9, 75), dtype)
+    for mode in ("reflect", "constant"):
+        np.testing.assert_array_equal(gnd.median_filter(x, size, mode=mode, cval=1),
+                                      snd.median_filter(x, size, mode=mode, cval=1))

@@ -52,7 +52,7 @@ def test_numpy_layout_result_is_a_new_numpy_array_matching_scipy(layout, rng):
 def test_describe_numpy_layout_reports_pointer_shape_and_byte_strides(layout, rng):
     x = _numpy_layouts(rng)[layout]
     seen = gpufilt.describe(x)
-    assert seen["protocol"] == "dlpack"
+    assert seen["protocol"] == "numpy"  # read from its fields (interop.cpp import_numpy)
     assert (seen["device"], seen["device_id"]) == ("cpu", 0)
     assert seen["data"] == x.__array_interface__["data"][0]
     assert seen["shape"] == x.shape
@@ -604,3 +604,21 @@ def test_jax_array_as_output_raises_value_error(jax_cpu, rng):
     with pytest.raises(ValueError, match="read-only"):
         gnd.uniform_filter(x, 3, output=out)
     np.testing.assert_array_equal(np.asarray(out), np.ones((4, 5), np.float32))
+
+
+def test_describe_numpy_fast_path_and_what_it_leaves_to_the_protocols():
+    # An exact, aligned, native-order ndarray is read from its fields; a
+    # subclass, big-endian or unaligned data go through the protocols as before.
+    x = np.arange(12.0).reshape(3, 4)
+    x.flags.writeable = False
+    seen = gpufilt.describe(x)
+    assert (seen["protocol"], seen["readonly"], seen["strides"]) == ("numpy", True, (32, 8))
+
+    class Sub(np.ndarray):
+        pass
+    assert gpufilt.describe(np.arange(3.0).view(Sub))["protocol"] == "dlpack"
+    with pytest.raises(TypeError, match="byte order"):  # the protocols' own error
+        gpufilt.describe(np.arange(3.0).astype(">f8"))
+    unaligned = np.frombuffer(bytearray(33), np.uint8)[1:].view(np.float64)
+    assert not unaligned.flags.aligned
+    assert gpufilt.describe(unaligned)["protocol"] != "numpy"

@@ -22,6 +22,7 @@ using namespace cpu;
 // unit-stride across the lanes, so they vectorise; each element still sees
 // the same operations in the same order as when filtered alone. A pass
 // along the most contiguous axis takes its lines one at a time (lanes = 1).
+// kLanes doubles (512 bytes a row); blocks of floats take as many bytes.
 constexpr int64_t kLanes = 64;
 // Results buffered between stores (doubles), small enough to stay in L1.
 constexpr int64_t kChunk = 1024;
@@ -29,13 +30,15 @@ constexpr int64_t kChunk = 1024;
 // Rows of a block are far apart in memory, too far for the hardware
 // prefetchers: the row kAhead rows on is requested while one is loaded.
 constexpr int64_t kAhead = 8;
+// Output rows likewise, for writing, while their results are computed.
+template <bool ForWrite = false>
 inline void prefetch_row(const char* p, int64_t bytes) {
 #if defined(__GNUC__)
   if (bytes < 0) {
     p += bytes;
     bytes = -bytes;
   }
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, ForWrite ? 1 : 0);
 #else
   (void)p, (void)bytes;
 #endif
@@ -52,35 +55,48 @@ int lane_axis(const ArrayDesc& a, int axis) {
 }
 
 // A tile of results kept in registers while a kernel loops over taps, so
-// that a tap costs the loads of its inputs only: kTile Pairs (cpu_lines.hpp).
+// that a tap costs the loads of its inputs only: kTile vectors (Simd<E>::V,
+// cpu_lines.hpp).
 #if defined(__GNUC__)
 constexpr int kTile = 4;  // vectors per tile
 #else
 constexpr int kTile = 8;
 #endif
 
-// Calls body(j, v) for tiles [j, j + width) covering [0, count), where v is
-// a value-initialised V: Pair tiles of kTile * kPair, then single doubles.
-template <class Body>
+// Calls body(j, tiles, v) for tiles [j, j + width) covering [0, count), where
+// v is a value-initialised vector type: kTile vectors, then single elements.
+template <class E, int Bytes, class Body>
 inline void for_tiles(int64_t count, Body&& body) {
+  using V = typename Simd<E, Bytes>::V;
+  constexpr int64_t width = kTile * (int64_t)(sizeof(V) / sizeof(E));
   int64_t j = 0;
-  for (; j + kTile * kPair <= count; j += kTile * kPair) body(j, std::integral_constant<int, kTile>{}, Pair{});
-  for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, double{});
+  for (; j + width <= count; j += width) body(j, std::integral_constant<int, kTile>{}, V{});
+  for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, E{});
 }
 
+// One pass as the row kernels take it, its weights in the buffer's type E.
+template <class E>
+struct RowPass {
+  LineKind kind;
+  const E* weights;
+  int64_t taps, size;
+  int symmetry;
+};
+
 // res[j] for j < count, in scipy's summation order (see LinePass::symmetry).
-void correlate_rows(const double* ext, int64_t count, int64_t lanes, const std::vector<double>& w,
-                    int symmetry, double* res) {
-  const int64_t taps = (int64_t)w.size(), c = taps / 2;
+template <int Bytes, class E>
+void correlate_rows(const E* ext, int64_t count, int64_t lanes, const RowPass<E>& p, E* res) {
+  const E* w = p.weights;
+  const int64_t taps = p.taps, c = taps / 2;
   auto symmetric = [&](auto sign) {  // sign: +1 symmetric, -1 antisymmetric, fixed at compile time
-    const double wc = w[c], *mid = ext + c * lanes;
-    for_tiles(count, [&](int64_t j, auto tiles, auto v) {
+    const E wc = w[c], *mid = ext + c * lanes;
+    for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
       using V = decltype(v);
-      constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(double);
+      constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
       V acc[N];
       for (int t = 0; t < N; ++t) acc[t] = load_as<V>(mid + j + t * step) * wc;
       for (int64_t k = 0; k < c; ++k) {
-        const double wk = w[k], *lo = ext + k * lanes + j, *hi = ext + (2 * c - k) * lanes + j;
+        const E wk = w[k], *lo = ext + k * lanes + j, *hi = ext + (2 * c - k) * lanes + j;
         for (int t = 0; t < N; ++t) {
           const V a = load_as<V>(lo + t * step), b = load_as<V>(hi + t * step);
           acc[t] += (decltype(sign)::value > 0 ? a + b : a - b) * wk;
@@ -89,16 +105,16 @@ void correlate_rows(const double* ext, int64_t count, int64_t lanes, const std::
       std::memcpy(res + j, acc, sizeof acc);
     });
   };
-  if (symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
-  if (symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
-  const double wl = w[taps - 1], *last = ext + (taps - 1) * lanes;
-  for_tiles(count, [&](int64_t j, auto tiles, auto v) {
+  if (p.symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
+  if (p.symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
+  const E wl = w[taps - 1], *last = ext + (taps - 1) * lanes;
+  for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
-    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(double);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
     V acc[N];
     for (int t = 0; t < N; ++t) acc[t] = load_as<V>(last + j + t * step) * wl;
     for (int64_t k = 0; k + 1 < taps; ++k) {
-      const double wk = w[k], *src = ext + k * lanes + j;
+      const E wk = w[k], *src = ext + k * lanes + j;
       for (int t = 0; t < N; ++t) acc[t] += load_as<V>(src + t * step) * wk;
     }
     std::memcpy(res + j, acc, sizeof acc);
@@ -137,13 +153,33 @@ void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int6
   }
 }
 
+// Windows of at most this many taps are summed whole in float (a running
+// sum in float would drift along a long line); longer ones run in double.
+constexpr int64_t kFloatWindow = 32;
+
+// The mean of each window of `size`, summed whole at every output.
+template <int Bytes>
+void window_mean_rows(const float* ext, int64_t count, int64_t lanes, int64_t size, float* res) {
+  const float divisor = (float)size;
+  for_tiles<float, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
+    using V = decltype(v);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(float);
+    V acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext + j + t * step);
+    for (int64_t k = 1; k < size; ++k)
+      for (int t = 0; t < N; ++t) acc[t] += load_as<V>(ext + k * lanes + j + t * step);
+    for (int t = 0; t < N; ++t) acc[t] = acc[t] / divisor;
+    std::memcpy(res + j, acc, sizeof acc);
+  });
+}
+
 // Minimum or maximum over each window of `size`, with scipy's comparison
 // (a later value replaces the running one only if strictly smaller/larger).
-template <bool Minimum>
-void min_max_rows(const double* ext, int64_t count, int64_t lanes, int64_t size, double* res) {
-  for_tiles(count, [&](int64_t j, auto tiles, auto v) {
+template <bool Minimum, int Bytes, class E>
+void min_max_rows(const E* ext, int64_t count, int64_t lanes, int64_t size, E* res) {
+  for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
-    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(double);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
     V acc[N];
     for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext + j + t * step);
     for (int64_t k = 1; k < size; ++k)
@@ -156,16 +192,51 @@ void min_max_rows(const double* ext, int64_t count, int64_t lanes, int64_t size,
 }
 
 // Results of rows [i0, i1) of a block into res.
-void filter_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, const LinePass& pass,
-                 int symmetry, double* sums, double* res) {
-  const double* rows = ext + i0 * lanes;
+template <class E, int Bytes>
+void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowPass<E>& pass, E* sums,
+                 E* res) {
+  const E* rows = ext + i0 * lanes;
   const int64_t count = (i1 - i0) * lanes;
   switch (pass.kind) {
-    case LineKind::Correlate: return correlate_rows(rows, count, lanes, pass.weights, symmetry, res);
-    case LineKind::Uniform: return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
-    case LineKind::Minimum: return min_max_rows<true>(rows, count, lanes, pass.size, res);
-    case LineKind::Maximum: return min_max_rows<false>(rows, count, lanes, pass.size, res);
+    case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, lanes, pass, res);
+    case LineKind::Uniform:
+      if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(rows, count, lanes, pass.size, res);
+      else return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
+    case LineKind::Minimum: return min_max_rows<true, Bytes>(rows, count, lanes, pass.size, res);
+    case LineKind::Maximum: return min_max_rows<false, Bytes>(rows, count, lanes, pass.size, res);
   }
+}
+
+template <class E>
+using FilterRows = void (*)(const E*, int64_t, int64_t, int64_t, const RowPass<E>&, E*, E*);
+
+// The kernels are also compiled for AVX2 (four doubles or eight floats per
+// instruction) and chosen at run time. The float ones fuse multiply-adds as
+// DESIGN.md's float tolerance allows; the double ones never: an FMA rounds
+// once where scipy rounds twice. `flatten` inlines the kernels into the copy.
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"), flatten)) void filter_rows_avx2(const float* ext, int64_t i0, int64_t i1,
+                                                                  int64_t lanes, const RowPass<float>& pass,
+                                                                  float* sums, float* res) {
+  filter_rows<float, 32>(ext, i0, i1, lanes, pass, sums, res);
+}
+__attribute__((target("avx2"), flatten)) void filter_rows_avx2(const double* ext, int64_t i0, int64_t i1,
+                                                              int64_t lanes, const RowPass<double>& pass,
+                                                              double* sums, double* res) {
+  filter_rows<double, 32>(ext, i0, i1, lanes, pass, sums, res);
+}
+#endif
+
+template <class E>
+FilterRows<E> row_kernel() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  if (avx2) return static_cast<FilterRows<E>>(&filter_rows_avx2);
+#endif
+  return &filter_rows<E, 16>;
 }
 
 }  // namespace
@@ -185,18 +256,22 @@ int cpu_max_threads() {
 #endif
 }
 
-void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass,
-                           double cval) {
-  auto [load, _unused] = dispatch_real_dtype<LineIO>(in.dtype);
-  auto [_unused2, store] = dispatch_real_dtype<LineIO>(out.dtype);
+namespace {
+// A line pass with line buffers of E (double, or float: see sums_in_float).
+template <class E>
+void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
+  auto [load, _unused] = dispatch_real_dtype<LineIOAs<E>::template IO>(in.dtype);
+  auto [_unused2, store] = dispatch_real_dtype<LineIOAs<E>::template IO>(out.dtype);
   const int lane = lane_axis(in, pass.axis);
   const Lines lines(in, out, pass.axis, lane);
   const int64_t n = lines.length, taps = pass.taps(), left = pass.left(), right = taps - 1 - left;
   const int64_t in_stride = in.strides[pass.axis], out_stride = out.strides[pass.axis];
   const int64_t width = lane < 0 ? 1 : in.shape[lane];  // lines side by side along the lane axis
   const int64_t in_lane = lane < 0 ? 0 : in.strides[lane], out_lane = lane < 0 ? 0 : out.strides[lane];
-  const int64_t max_lanes = std::min(width, kLanes), blocks = (width + max_lanes - 1) / max_lanes;
-  const int symmetry = pass.symmetry();
+  const int64_t max_lanes = std::min(width, kLanes * 8 / (int64_t)sizeof(E)), blocks = (width + max_lanes - 1) / max_lanes;
+  const std::vector<E> weights(pass.weights.begin(), pass.weights.end());
+  const RowPass<E> row_pass{pass.kind, weights.data(), taps, pass.size, pass.symmetry()};
+  const FilterRows<E> filter_rows = row_kernel<E>();
 
   // Dynamic chunks of tasks (~16 per thread): a thread that the OS preempts
   // does not hold up the others.
@@ -204,7 +279,7 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
   const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
 #pragma omp parallel num_threads(threads) if (lines.count * width * n > 32768)
   {
-    std::vector<double> ext((n + taps - 1) * max_lanes), res(std::max(kChunk, max_lanes)), sums(max_lanes);
+    std::vector<E> ext((n + taps - 1) * max_lanes), res(std::max(kChunk, max_lanes)), sums(max_lanes);
 #pragma omp for schedule(dynamic, grain)
     for (int64_t t = 0; t < tasks; ++t) {
       int64_t in_off, out_off;
@@ -223,7 +298,9 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
       const int64_t rows = std::max<int64_t>(1, kChunk / lanes);
       for (int64_t i0 = 0; i0 < n; i0 += rows) {
         const int64_t i1 = std::min(n, i0 + rows);
-        filter_rows(ext.data(), i0, i1, lanes, pass, symmetry, sums.data(), res.data());
+        if (lanes > 1)
+          for (int64_t i = i0; i < i1; ++i) prefetch_row<true>(dst + i * out_stride, lanes * out_lane);
+        filter_rows(ext.data(), i0, i1, lanes, row_pass, sums.data(), res.data());
         if (lanes == 1)
           store(res.data(), dst + i0 * out_stride, out_stride, i1 - i0);
         else
@@ -232,6 +309,24 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
       }
     }
   }
+}
+
+// float32 and float16 data (in and out) are summed in float, as the CUDA
+// kernels do (fused.cu, Arith): within DESIGN.md's tolerance of scipy, and
+// twice the values per vector. Minima and maxima stay exact: rounding to the
+// output commutes with them. Integer and float64 data, and outputs of other
+// dtypes, stay in double: scipy's results to the last bit.
+bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass) {
+  auto narrow_float = [](DType t) { return t == DType::Float32 || t == DType::Float16; };
+  return narrow_float(in.dtype) && narrow_float(out.dtype) &&
+         !(pass.kind == LineKind::Uniform && pass.size > kFloatWindow);
+}
+
+}  // namespace
+
+void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
+  if (sums_in_float(in, out, pass)) return run_line_pass<float>(in, out, pass, cval);
+  run_line_pass<double>(in, out, pass, cval);
 }
 
 void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {

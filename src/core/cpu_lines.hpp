@@ -4,7 +4,11 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/array.hpp"
 #include "core/border.hpp"
@@ -13,49 +17,129 @@
 namespace gpufilt {
 namespace cpu {
 
-// Two doubles in one SSE2 / NEON register (GCC/Clang vector extension), so
-// that kernels vectorise where the auto-vectoriser would not; elsewhere one
-// double. Element-wise operations: results equal the scalar ones.
+// The vector a kernel works on for line buffers of E: 16 bytes in baseline
+// (SSE2) code, 32 in the AVX2 copies of the kernels (four doubles, eight
+// floats, 32 uint8). Not 32 everywhere: GCC lowers 32-byte comparisons to
+// scalar code where it has no AVX.
+template <class E, int Bytes = 16>
+struct Simd {
 #if defined(__GNUC__)
-typedef double Pair __attribute__((vector_size(16)));
+  typedef E V __attribute__((vector_size(Bytes)));
 #else
-typedef double Pair;
+  typedef E V;
 #endif
-constexpr int kPair = sizeof(Pair) / sizeof(double);
+};
 
-template <class V>
-inline V load_as(const double* p) {
+// Always inlined: a 32-byte vector passed by value out of line would change
+// the ABI between the baseline and the AVX2 copies of a kernel.
+#if defined(__GNUC__)
+#define GF_INLINE inline __attribute__((always_inline))
+#else
+#define GF_INLINE inline
+#endif
+template <class V, class E>
+GF_INLINE V load_as(const E* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-template <class V>
-inline void store_as(double* p, const V& v) {
+template <class V, class E>
+GF_INLINE void store_as(E* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-using LoadLine = void (*)(const char* src, int64_t stride, int64_t n, double* dst);
-using StoreLine = void (*)(const double* src, char* dst, int64_t stride, int64_t n);
+// Line buffers hold doubles, or floats for float32/float16 data summed in
+// float (DESIGN.md's tolerance allows it); these move one element of dtype T
+// in and out of an E, with scipy's conversions (cast.hpp) for the doubles.
+template <DType T, class E>
+inline E load_element(const char* p) {
+  if constexpr (std::is_same_v<E, float> && T == DType::Float32) {
+    float v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  } else if constexpr (std::is_same_v<E, float> && T == DType::Float16) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return half_bits_to_float(h);
+  } else {
+    return (E)load_as_double<T>(p);
+  }
+}
+template <DType T, class E>
+inline void store_element(char* p, E v) {
+  if constexpr (std::is_same_v<E, float> && T == DType::Float32) {
+    std::memcpy(p, &v, sizeof v);
+  } else if constexpr (std::is_same_v<E, float> && T == DType::Float16) {
+    const uint16_t h = float_to_half_bits(v);
+    std::memcpy(p, &h, sizeof h);
+  } else {
+    store_from_double<T>(p, (double)v);
+  }
+}
+
+// True when lo <= src[i] < hi for every i < n (NaN is not); SSE2 where
+// there is SSE2 (GCC turns vector-extension masks into scalar code here).
+inline bool all_within(const double* src, int64_t n, double lo, double hi) {
+  int64_t i = 0;
+  bool held = true;
+#if defined(__SSE2__)
+  const __m128d low = _mm_set1_pd(lo), high = _mm_set1_pd(hi);
+  __m128d all = _mm_castsi128_pd(_mm_set1_epi32(-1));
+  for (; i + 2 <= n; i += 2) {
+    const __m128d v = _mm_loadu_pd(src + i);
+    all = _mm_and_pd(all, _mm_and_pd(_mm_cmpge_pd(v, low), _mm_cmplt_pd(v, high)));
+  }
+  held = _mm_movemask_pd(all) == 3;
+#endif
+  for (; i < n; ++i) held &= src[i] >= lo && src[i] < hi;
+  return held;
+}
+
+template <class E>
+using LoadLineOf = void (*)(const char* src, int64_t stride, int64_t n, E* dst);
+template <class E>
+using StoreLineOf = void (*)(const E* src, char* dst, int64_t stride, int64_t n);
+using LoadLine = LoadLineOf<double>;
+using StoreLine = StoreLineOf<double>;
 
 // Unit-stride runs take their own loop, whose constant stride lets the
 // compiler vectorise the conversion.
-template <DType T>
-struct LineIO {
-  static constexpr int64_t item = sizeof(typename storage<T>::type);
-  static void load(const char* src, int64_t stride, int64_t n, double* dst) {
-    if (stride == item)
-      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_double<T>(src + i * item);
-    else
-      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_double<T>(src + i * stride);
-  }
-  static void store(const double* src, char* dst, int64_t stride, int64_t n) {
-    if (stride == item)
-      for (int64_t i = 0; i < n; ++i) store_from_double<T>(dst + i * item, src[i]);
-    else
-      for (int64_t i = 0; i < n; ++i) store_from_double<T>(dst + i * stride, src[i]);
-  }
-  static std::pair<LoadLine, StoreLine> run() { return {&load, &store}; }
+template <class E>
+struct LineIOAs {
+  template <DType T>
+  struct IO {
+    static constexpr int64_t item = sizeof(typename storage<T>::type);
+    static void load(const char* src, int64_t stride, int64_t n, E* dst) {
+      if (stride == item)
+        for (int64_t i = 0; i < n; ++i) dst[i] = load_element<T, E>(src + i * item);
+      else
+        for (int64_t i = 0; i < n; ++i) dst[i] = load_element<T, E>(src + i * stride);
+    }
+    static void store(const E* src, char* dst, int64_t stride, int64_t n) {
+      if constexpr (std::is_same_v<E, double> && !is_float_dtype(T) && item < 4 && T != DType::Bool) {
+        if (stride == item && store_narrow_int(src, dst, n)) return;
+      }
+      if (stride == item)
+        for (int64_t i = 0; i < n; ++i) store_element<T, E>(dst + i * item, src[i]);
+      else
+        for (int64_t i = 0; i < n; ++i) store_element<T, E>(dst + i * stride, src[i]);
+    }
+    static std::pair<LoadLineOf<E>, StoreLineOf<E>> run() { return {&load, &store}; }
+    // Values that an int32 holds convert through it to the same 8/16-bit
+    // integer as through int64 (store_from_double), in loops that vectorise;
+    // false (nothing written) when one of them is beyond, or NaN.
+    static bool store_narrow_int(const E* src, char* dst, int64_t n) {
+      if (!all_within(src, n, -2147483648.0, 2147483648.0)) return false;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto v = (typename storage<T>::type)(int32_t)src[i];
+        std::memcpy(dst + i * item, &v, item);
+      }
+      return true;
+    }
+  };
 };
+template <DType T>
+using LineIO = LineIOAs<double>::IO<T>;
 
 // The lines of an array along one axis: line l starts at base + offset(l).
 // With `skip` >= 0 that axis is left out of the walk too (the caller walks it).
@@ -91,13 +175,14 @@ struct Lines {
 // Fills the `left` and `right` cells around line[left .. left+n) per `mode`.
 // With lanes > 1 the buffer holds `lanes` lines side by side (cell i of lane
 // b at ext[i * lanes + b]) and each cell is a row of `lanes` values.
-inline void extend_line(double* ext, int64_t n, int64_t left, int64_t right, Mode mode, double cval,
+template <class E>
+inline void extend_line(E* ext, int64_t n, int64_t left, int64_t right, Mode mode, double cval,
                         int64_t lanes = 1) {
-  const double* line = ext + left * lanes;
+  const E* line = ext + left * lanes;
   auto fill = [&](int64_t j) {
     const int64_t k = border_index(j, n, mode);
-    double* cell = ext + (left + j) * lanes;
-    for (int64_t b = 0; b < lanes; ++b) cell[b] = k < 0 ? cval : line[k * lanes + b];
+    E* cell = ext + (left + j) * lanes;
+    for (int64_t b = 0; b < lanes; ++b) cell[b] = k < 0 ? (E)cval : line[k * lanes + b];
   };
   for (int64_t j = -left; j < 0; ++j) fill(j);
   for (int64_t j = n; j < n + right; ++j) fill(j);
