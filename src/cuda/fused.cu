@@ -40,7 +40,8 @@ namespace gpufilt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxTaps = 33;         // per axis: radius 16, gaussian sigma 4
+constexpr int kMaxTaps = 17;         // per axis: radius 8, gaussian sigma 2 (longer passes: separable.cu,
+                                     // faster there on the H100 for sigma 4)
 constexpr int kMaxColumns = 8;       // haloed columns a thread loads per plane
 constexpr int kMaxBEntries = 8;      // pass-1 results a thread computes per plane
 constexpr int kMaxOutputs = 4;       // outputs a thread stores per plane
@@ -498,8 +499,8 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
 }
 
 // The tap count every pass of the chain shares when the kernel is
-// specialised for it, else 0: gaussian sigma 1, 2 and 4 (9, 17 and 33 taps),
-// size 3 and 9 uniform, minimum and maximum filters, sobel, prewitt.
+// specialised for it, else 0: gaussian sigma 1 and 2 (9 and 17 taps), size 3
+// and 9 uniform, minimum and maximum filters, sobel, prewitt.
 int specialised_taps(const FusedArgs& a) {
   int taps = 0;
   for (const FusedPass& p : a.pass) {
@@ -507,7 +508,7 @@ int specialised_taps(const FusedArgs& a) {
     if (taps != 0 && p.taps != taps) return 0;
     taps = p.taps;
   }
-  return taps == 3 || taps == 9 || taps == 17 || taps == 33 ? taps : 0;
+  return taps == 3 || taps == 9 || taps == 17 ? taps : 0;
 }
 
 template <DType T, int TAPS>
@@ -531,9 +532,6 @@ struct FusedLauncher {
         case 3: return launch_fused<T, 3>(plan, stream);
         case 9: return launch_fused<T, 9>(plan, stream);
         case 17: return launch_fused<T, 17>(plan, stream);
-        case 33:  // passes this long are fused one at a time (line_pass): float32 only
-          if constexpr (T == DType::Float32) return launch_fused<T, 33>(plan, stream);
-          break;
         default: break;
       }
     }
@@ -546,7 +544,7 @@ template <DType T>
 struct LaplaceLauncher {
   static bool run(const FusedPlan& plan, cudaStream_t stream) {
     constexpr bool built = T == DType::Float32 || T == DType::Float16 || T == DType::Float64 ||
-                           T == DType::UInt8 || T == DType::UInt16 || T == DType::Int16 || T == DType::Int32;
+                           T == DType::UInt8 || T == DType::UInt16 || T == DType::Int16;
     if constexpr (built) {
       if (plan.shared_bytes > (size_t)kDefaultShared)
         GF_CUDA_CHECK(cudaFuncSetAttribute(laplace_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
