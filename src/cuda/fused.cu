@@ -511,23 +511,33 @@ int specialised_taps(const FusedArgs& a) {
   return taps == 3 || taps == 9 || taps == 17 ? taps : 0;
 }
 
-template <DType T, int TAPS>
-void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
+// The dtypes images and volumes come in: the fused kernel is specialised on
+// tap counts for them, and laplace's kernel is built for them only; other
+// dtypes take the general paths (a smaller build).
+constexpr bool is_image_dtype(DType t) {
+  return t == DType::Float32 || t == DType::Float16 || t == DType::Float64 || t == DType::UInt8 ||
+         t == DType::UInt16 || t == DType::Int16;
+}
+
+// Launches `kernel` over the plan, opting in to more than the default shared
+// memory when its tile needs it (a per-kernel, per-device setting).
+template <class Kernel>
+void launch(Kernel* kernel, const FusedPlan& plan, cudaStream_t stream) {
   if (plan.shared_bytes > (size_t)kDefaultShared)
-    GF_CUDA_CHECK(cudaFuncSetAttribute(fused_kernel<T, TAPS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)plan.shared_bytes));
-  fused_kernel<T, TAPS><<<plan.grid, kThreads, plan.shared_bytes, stream>>>(plan.args);
+    GF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)plan.shared_bytes));
+  kernel<<<plan.grid, kThreads, plan.shared_bytes, stream>>>(plan.args);
   GF_CUDA_CHECK_LAUNCH();
 }
 
-// Specialised tap counts for the dtypes images and volumes come in; the
-// others take the general kernel (a smaller build).
+template <DType T, int TAPS>
+void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
+  launch(fused_kernel<T, TAPS>, plan, stream);
+}
+
 template <DType T>
 struct FusedLauncher {
   static void run(const FusedPlan& plan, cudaStream_t stream) {
-    constexpr bool specialised = T == DType::Float32 || T == DType::Float16 || T == DType::Float64 ||
-                                 T == DType::UInt8 || T == DType::UInt16 || T == DType::Int16;
-    if constexpr (specialised) {
+    if constexpr (is_image_dtype(T)) {
       switch (specialised_taps(plan.args)) {
         case 3: return launch_fused<T, 3>(plan, stream);
         case 9: return launch_fused<T, 9>(plan, stream);
@@ -539,18 +549,12 @@ struct FusedLauncher {
   }
 };
 
-// The dtypes the one-pass laplace is built for; the others run pass by pass.
+// False for the dtypes laplace's kernel is not built for: they run pass by pass.
 template <DType T>
 struct LaplaceLauncher {
   static bool run(const FusedPlan& plan, cudaStream_t stream) {
-    constexpr bool built = T == DType::Float32 || T == DType::Float16 || T == DType::Float64 ||
-                           T == DType::UInt8 || T == DType::UInt16 || T == DType::Int16;
-    if constexpr (built) {
-      if (plan.shared_bytes > (size_t)kDefaultShared)
-        GF_CUDA_CHECK(cudaFuncSetAttribute(laplace_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)plan.shared_bytes));
-      laplace_kernel<T><<<plan.grid, kThreads, plan.shared_bytes, stream>>>(plan.args);
-      GF_CUDA_CHECK_LAUNCH();
+    if constexpr (is_image_dtype(T)) {
+      launch(laplace_kernel<T>, plan, stream);
       return true;
     }
     return false;
