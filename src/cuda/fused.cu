@@ -524,7 +524,8 @@ constexpr bool is_image_dtype(DType t) {
 template <class Kernel>
 void launch(Kernel* kernel, const FusedPlan& plan, cudaStream_t stream) {
   if (plan.shared_bytes > (size_t)kDefaultShared)
-    GF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)plan.shared_bytes));
+    GF_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)plan.shared_bytes));
   kernel<<<plan.grid, kThreads, plan.shared_bytes, stream>>>(plan.args);
   GF_CUDA_CHECK_LAUNCH();
 }
