@@ -195,3 +195,13 @@ def test_laplace_output_forms(rng):
     assert_matches(cupy.asnumpy(gnd.laplace(x, axes=(0, 2))), scipy_reference("laplace", host, axes=(0, 2)))
     gnd.laplace(x, output=x)
     assert_matches(cupy.asnumpy(x), want)
+
+
+@pytest.mark.parametrize("name", ["sobel", "laplace", "gaussian_laplace", "correlate1d"])
+def test_derivatives_of_smooth_float32_data_are_summed_in_double(name, rng):
+    """Derivatives cancel: summed in float, their small results would carry
+    the rounding of their large terms. float32 smoothing may sum in float,
+    a pass with a negative weight may not (LinePass::may_cancel)."""
+    host = (np.cumsum(rng.standard_normal((24, 40, 70)), axis=2) + 3000).astype(np.float32)
+    args = {"gaussian_laplace": (1.0,), "correlate1d": ([-1.0, 2.0, -1.0],)}.get(name, ())
+    check(name, cupy.asarray(host), *args)

@@ -1,5 +1,6 @@
 #include "core/separable.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,10 @@ int LinePass::symmetry() const {
   if (all([&](double a, double b) { return std::fabs(a - b) <= eps; })) return 1;
   if (all([&](double a, double b) { return std::fabs(a + b) <= eps; })) return -1;
   return 0;
+}
+
+bool LinePass::may_cancel() const {
+  return kind == LineKind::Correlate && std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0; });
 }
 
 namespace {

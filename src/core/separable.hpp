@@ -28,6 +28,10 @@ struct LinePass {
   int64_t left() const { return taps() / 2 + origin; }
   // Correlate: +1 for symmetric, -1 for antisymmetric odd-length weights, else 0.
   int symmetry() const;
+  // True for a correlation with a negative weight (a derivative): its terms
+  // may cancel to a result far smaller than they are, so the backends sum it
+  // in double even for float32 data, as scipy does.
+  bool may_cancel() const;
 };
 
 // The order scipy's NI_Correlate1D sums taps in, which every backend follows

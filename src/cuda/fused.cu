@@ -14,7 +14,7 @@
 // stores it between passes, the taps are summed in scipy's order, and the
 // halo takes the boundary extension of each pass along its own axis: data
 // summed in double (integers, float64) gets the pass-by-pass results to the
-// last bit; float32 and float16 are summed in float (see Arith). The next
+// last bit; float32 and float16 smoothing in float (see Arith). The next
 // plane's loads are issued before the current plane is computed, to keep
 // them in flight.
 //
@@ -74,9 +74,11 @@ static_assert(sizeof(FusedArgs) <= 4096, "fused arguments must stay a small para
 // in double with separately rounded multiplies and adds, in the line
 // kernels' order: their results to the last bit (separable.cu,
 // correlate_all_rows), so a flat integer image stays flat. float32 and
-// float16 data are summed in float with fused multiply-adds, as DESIGN.md
-// allows: within their tolerance of scipy, and double's conversions and
-// half-rate arithmetic were most of the kernel's time on the H100.
+// float16 chains whose passes cannot cancel (no negative weight:
+// LinePass::may_cancel) are summed in float with fused multiply-adds, as
+// DESIGN.md allows: within their tolerance of scipy, and cheaper than
+// double's conversions and half-rate arithmetic. Derivatives stay in double:
+// in float their small results would carry the rounding of their large terms.
 template <class Acc>
 struct Arith;
 
@@ -139,26 +141,30 @@ __device__ __forceinline__ Acc apply_pass(const FusedPass& p, const Tap& x) {
   }
 }
 
-// The type a dtype's passes are summed in (see Arith).
-template <DType T>
-using AccumulatorOf = std::conditional_t<T == DType::Float32 || T == DType::Float16, float, double>;
+// The type a dtype's passes are summed in (see Arith): float only for
+// float32/float16 chains that may sum in float (FusedPlan::float_sums).
+template <DType T, bool FloatSums>
+using AccumulatorOf =
+    std::conditional_t<FloatSums && (T == DType::Float32 || T == DType::Float16), float, double>;
 
-template <DType T>
-__device__ __forceinline__ AccumulatorOf<T> as_acc(typename storage<T>::type s) {
-  if constexpr (T == DType::Float32) return s;
-  else if constexpr (T == DType::Float16) return half_bits_to_float(s);
-  else return load_as_double<T>(reinterpret_cast<const char*>(&s));
+template <DType T, class Acc>
+__device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
+  if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) return s;
+  else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) return half_bits_to_float(s);
+  else return (Acc)load_as_double<T>(reinterpret_cast<const char*>(&s));
 }
 
 // v as the chain stores it between passes: converted to T and read back.
-template <DType T>
-__device__ __forceinline__ AccumulatorOf<T> round_to(AccumulatorOf<T> v) {
-  if constexpr (T == DType::Float32) return v;
-  else if constexpr (T == DType::Float16) return half_bits_to_float(float_to_half_bits(v));
-  else {
+template <DType T, class Acc>
+__device__ __forceinline__ Acc round_to(Acc v) {
+  if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) {
+    return v;
+  } else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) {
+    return half_bits_to_float(float_to_half_bits(v));
+  } else {
     typename storage<T>::type s;
-    store_from_double<T>(reinterpret_cast<char*>(&s), v);
-    return as_acc<T>(s);
+    store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
+    return as_acc<T, Acc>(s);
   }
 }
 
@@ -223,10 +229,10 @@ __device__ bool fetch_plane(const FusedArgs& a, int64_t first, int p, const Thre
 }
 
 // TAPS > 0: every pass of the chain has exactly TAPS taps (see apply_pass).
-template <DType T, int TAPS>
+template <DType T, int TAPS, bool FloatSums>
 __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
-  using Acc = AccumulatorOf<T>;
+  using Acc = AccumulatorOf<T, FloatSums>;
   const FusedPass &p0 = a.pass[0], &p1 = a.pass[1], &p2 = a.pass[2];
   const int HX = a.halo_x, TY = a.tile_y, columns = a.halo_y * HX;
   const int ring_len = max(p0.taps, 1);
@@ -248,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
 #pragma unroll
     for (int j = 0; j < kMaxColumns; ++j) {
       if (threadIdx.x + j * kThreads >= columns) break;
-      my_ring[slot * columns + j * kThreads] = loaded ? as_acc<T>(next[j]) : cval;
+      my_ring[slot * columns + j * kThreads] = loaded ? as_acc<T, Acc>(next[j]) : cval;
     }
   };
   for (int p = 0; p + 1 < ring_len; ++p) put(p, fetch_plane<T>(a, first, p, m, columns, next));
@@ -279,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
           return my_ring[slot * columns + j * kThreads];
         }
       };
-      const Acc v = p0.taps ? round_to<T>(apply_pass<Acc, TAPS>(p0, tap)) : tap(0);
+      const Acc v = p0.taps ? round_to<T, Acc>(apply_pass<Acc, TAPS>(p0, tap)) : tap(0);
       A[threadIdx.x + j * kThreads] = (m.cval_rows >> j & 1u) ? cval : v;
     }
     __syncthreads();
@@ -292,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
       const Acc* column = A + e;  // A[(ty + k) * HX + cx] = column[k * HX]
       Acc v;
       if (m.cval_b >> i & 1u) v = cval;
-      else if (p1.taps) v = round_to<T>(apply_pass<Acc, TAPS>(p1, [&](int k) { return column[k * HX]; }));
+      else if (p1.taps) v = round_to<T, Acc>(apply_pass<Acc, TAPS>(p1, [&](int k) { return column[k * HX]; }));
       else v = column[0];
       B[e] = v;
     }
@@ -320,11 +326,11 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
 // rounds through float32). The tile marches along axis 0 as fused_kernel
 // does, with a ring of the last three planes; a.pass[k] carries axis k's
 // boundary mode (three taps, one left of the centre), a.pass[1].taps == 0
-// for a 2-D array.
+// for a 2-D array. Summed in double whatever T: second differences cancel.
 template <DType T>
 __global__ void __launch_bounds__(kThreads, 3) laplace_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
-  using Acc = AccumulatorOf<T>;
+  using Acc = AccumulatorOf<T, false>;
   using M = Arith<Acc>;
   const int HX = a.halo_x, columns = a.halo_y * HX, row_above = a.pass[1].taps ? HX : 0;
   const Acc cval = (Acc)a.cval;
@@ -341,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 3) laplace_kernel(const __grid_const
     for (int j = 0; j < kMaxColumns; ++j) {
       const int c = threadIdx.x + j * kThreads;
       if (c >= columns) break;
-      ring[slot * columns + c] = !loaded || (m.cval_rows >> j & 1u) ? cval : as_acc<T>(next[j]);
+      ring[slot * columns + c] = !loaded || (m.cval_rows >> j & 1u) ? cval : as_acc<T, Acc>(next[j]);
     }
   };
   // x[k - 1] + x[k + 1] - 2 x[k] in scipy's order: (-2 x) + (left + right).
@@ -392,6 +398,7 @@ struct FusedPlan {
   FusedArgs args;
   dim3 grid;
   size_t shared_bytes;
+  bool float_sums;  // float32/float16 summed in float (see sums_may_cancel)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -486,8 +493,9 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
   }
   for (const LinePass& p : passes) a.pass[stage[p.axis]] = fused_pass(p);
 
-  const bool float_sums = in.dtype == DType::Float32 || in.dtype == DType::Float16;  // AccumulatorOf
-  const size_t item = float_sums ? sizeof(float) : sizeof(double);
+  plan.float_sums = (in.dtype == DType::Float32 || in.dtype == DType::Float16) &&
+                    std::none_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
+  const size_t item = plan.float_sums ? sizeof(float) : sizeof(double);
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the GPU.
   a.planes_per_block = (int)std::min<int64_t>(a.n[0], std::max(32, 8 * (a.pass[0].taps - 1)));
@@ -532,7 +540,11 @@ void launch(Kernel* kernel, const FusedPlan& plan, cudaStream_t stream) {
 
 template <DType T, int TAPS>
 void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
-  launch(fused_kernel<T, TAPS>, plan, stream);
+  constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
+  if constexpr (narrow_float) {
+    if (plan.float_sums) return launch(fused_kernel<T, TAPS, true>, plan, stream);
+  }
+  launch(fused_kernel<T, TAPS, false>, plan, stream);
 }
 
 template <DType T>
@@ -575,8 +587,7 @@ bool CudaBackend::fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const
   }
   FusedPlan plan;
   if (!plan_fused(in, out, passes, cval, plan)) return false;
-  const bool float_sums = in.dtype == DType::Float32 || in.dtype == DType::Float16;  // AccumulatorOf
-  plan.shared_bytes = 3 * (size_t)plan.args.halo_y * plan.args.halo_x * (float_sums ? 4 : 8);  // the ring
+  plan.shared_bytes = 3 * (size_t)plan.args.halo_y * plan.args.halo_x * sizeof(double);  // the ring
   return dispatch_real_dtype<LaplaceLauncher>(in.dtype, plan, as_stream(stream_));
 }
 
