@@ -133,12 +133,16 @@ def gaussian_kernel1d(sigma: float, order: int, radius: int) -> np.ndarray:
     phi /= phi.sum()
     if order == 0:
         return phi
-    # d/dx (q(x) phi(x)) = (q'(x) - x q(x) / sigma^2) phi(x): iterate on q's coefficients.
+    # d/dx (q(x) phi(x)) = (q'(x) - x q(x) / sigma^2) phi(x): iterate on q's
+    # coefficients with scipy's very operations (a derivative matrix and a
+    # matrix product), so that the taps, and derivatives that cancel to small
+    # values, are scipy's to the last bit.
+    powers = np.arange(order + 1)
     q = np.zeros(order + 1)
     q[0] = 1
-    powers = np.arange(order + 1)
+    derivative = np.diag(powers[1:], 1) + np.diag(np.ones(order) / -sigma2, -1)
     for _ in range(order):
-        q = np.append(q[1:] * powers[1:], 0.0) - np.concatenate(([0.0], q[:-1])) / sigma2
+        q = derivative.dot(q)
     return (x[:, None] ** powers).dot(q) * phi
 
 

@@ -23,7 +23,8 @@ int LinePass::symmetry() const {
 }
 
 bool LinePass::may_cancel() const {
-  return kind == LineKind::Correlate && std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0; });
+  return in_derivative_chain ||
+         (kind == LineKind::Correlate && std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0; }));
 }
 
 namespace {
@@ -98,7 +99,7 @@ ArrayDesc copy_to_temp(LineBackend& backend, const ArrayDesc& in, std::unique_pt
 }
 
 void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
-                   const std::vector<LinePass>& passes, double cval, double cval_imag) {
+                   std::vector<LinePass> passes, double cval, double cval_imag) {
   if (!same_shape(in, out)) throw std::invalid_argument("output shape does not match input shape");
   if (is_complex(in.dtype) != is_complex(out.dtype))
     throw std::invalid_argument(std::string("output dtype ") + dtype_name(out.dtype) +
@@ -106,6 +107,8 @@ void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
                                 ": complex input needs a complex output and real input a real one");
   for (const LinePass& pass : passes) check_pass(in, pass);
   if (in.size() == 0) return;
+  if (std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); }))
+    for (LinePass& pass : passes) pass.in_derivative_chain = true;
 
   // A partial overlap (a shifted or transposed view of the input) could be
   // overwritten before it is read: filter from a copy. Exact aliasing is

@@ -22,15 +22,17 @@ struct LinePass {
   int64_t size = 1;             // Uniform, Minimum, Maximum: window length
   int64_t origin = 0;
   Mode mode = Mode::Reflect;
+  bool in_derivative_chain = false;  // set by run_separable: see may_cancel
 
   // Taps left of the centre: output[i] reads input[i - left() .. i - left() + taps() - 1].
   int64_t taps() const { return kind == LineKind::Correlate ? (int64_t)weights.size() : size; }
   int64_t left() const { return taps() / 2 + origin; }
   // Correlate: +1 for symmetric, -1 for antisymmetric odd-length weights, else 0.
   int symmetry() const;
-  // True for a correlation with a negative weight (a derivative): its terms
-  // may cancel to a result far smaller than they are, so the backends sum it
-  // in double even for float32 data, as scipy does.
+  // True for a correlation with a negative weight (a derivative), and for
+  // every pass of a chain that has one (smoothing a derivative cancels too):
+  // the terms may cancel to a result far smaller than they are, so the
+  // backends sum these in double even for float32 data, as scipy does.
   bool may_cancel() const;
 };
 
@@ -89,6 +91,6 @@ ArrayDesc copy_to_temp(LineBackend& backend, const ArrayDesc& in, std::unique_pt
 // they may overlap). No passes copies `in` into `out`. cval_imag is used for
 // the imaginary component of complex data.
 void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
-                   const std::vector<LinePass>& passes, double cval, double cval_imag = 0.0);
+                   std::vector<LinePass> passes, double cval, double cval_imag = 0.0);
 
 }  // namespace gpufilt

@@ -398,7 +398,7 @@ struct FusedPlan {
   FusedArgs args;
   dim3 grid;
   size_t shared_bytes;
-  bool float_sums;  // float32/float16 summed in float (see sums_may_cancel)
+  bool float_sums;  // float32/float16 summed in float (no pass may_cancel)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
