@@ -80,6 +80,22 @@ def test_minimum_maximum_filter(shape, dtype, name, rng):
     check(name, x, size=size, mode=per_axis_modes(rng, len(shape)), cval=float(rng.normal()))
 
 
+@pytest.mark.parametrize("taps", [3, 9])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 45, 70), (3, 2, 1), (70, 9, 3), (1, 20, 130), (66, 17, 129)])
+def test_three_passes_of_3_or_9_taps(shape, dtype, taps, rng):
+    """Chains of three passes of 3 or 9 taps over a 3-D array take the
+    register-blocked kernel (64-column tiles of 16 or 8 rows, 1 to 4 planes a
+    step): partial tiles and steps, axes shorter than the halo, every mode."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    modes, cval = per_axis_modes(rng, 3), float(rng.normal())
+    check("gaussian_filter", x, 1.0 if taps == 9 else 0.25, mode=modes, cval=cval)  # radius 4 or 1
+    origin = [int(rng.integers(-(taps // 2), (taps - 1) // 2 + 1)) for _ in range(3)]
+    check("uniform_filter", x, taps, origin=origin, mode=modes, cval=cval, exact=False)
+    for name in MIN_MAX:
+        check(name, x, size=taps, mode=modes, cval=cval)
+
+
 def test_minimum_maximum_filter_nan(rng):
     """Where NaN wins is decided by the comparison rule: the fused kernel keeps
     the line kernels' (and the CPU's) to the bit."""

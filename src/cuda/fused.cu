@@ -212,18 +212,19 @@ __device__ ThreadMap map_thread(const FusedArgs& a, int64_t y0, int64_t x0) {
 }
 
 // Loads relative plane p of this block (its first plane minus pass 0's left
-// taps, plus p) for the thread's columns; false when the plane is all cval.
-template <DType T>
-__device__ bool fetch_plane(const FusedArgs& a, int64_t first, int p, const ThreadMap& m, int columns,
-                            typename storage<T>::type (&reg)[kMaxColumns]) {
+// taps, plus p) for the thread's columns (byte offsets within a plane); false
+// when the plane is all cval.
+template <DType T, int J>
+__device__ bool fetch_plane(const FusedArgs& a, int64_t first, int p, const int32_t (&offset)[J], int columns,
+                            typename storage<T>::type (&reg)[J]) {
   using S = typename storage<T>::type;
   const int64_t z = border_index(first - a.pass[0].left + p, a.n[0], a.pass[0].mode);
   if (z < 0) return false;
   const char* plane = a.in + z * a.in_step[0];
 #pragma unroll
-  for (int j = 0; j < kMaxColumns; ++j) {
+  for (int j = 0; j < J; ++j) {
     if (threadIdx.x + j * kThreads >= columns) break;
-    reg[j] = __ldg(reinterpret_cast<const S*>(plane + m.in_offset[j]));
+    reg[j] = __ldg(reinterpret_cast<const S*>(plane + offset[j]));
   }
   return true;
 }
@@ -257,13 +258,13 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
       my_ring[slot * columns + j * kThreads] = loaded ? as_acc<T, Acc>(next[j]) : cval;
     }
   };
-  for (int p = 0; p + 1 < ring_len; ++p) put(p, fetch_plane<T>(a, first, p, m, columns, next));
-  bool loaded = fetch_plane<T>(a, first, ring_len - 1, m, columns, next);
+  for (int p = 0; p + 1 < ring_len; ++p) put(p, fetch_plane<T>(a, first, p, m.in_offset, columns, next));
+  bool loaded = fetch_plane<T>(a, first, ring_len - 1, m.in_offset, columns, next);
 
   for (int s = 0; s < steps; ++s) {
     const int base = s % ring_len;  // slot of tap 0
     put(base == 0 ? ring_len - 1 : base - 1, loaded);
-    if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + ring_len, m, columns, next);
+    if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + ring_len, m.in_offset, columns, next);
 
     // 2. pass 0 along the planes, for the thread's own columns of the ring
     int tap_slot[TAPS > 0 ? TAPS : 1];  // per tap: its slot's offset in the ring
@@ -318,6 +319,185 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
   }
 }
 
+// ---- register-blocked chains of three passes over a 3-D array --------------------
+//
+// The chains the benchmarks are made of (gaussian sigma 1, uniform 3 and 9,
+// sobel, prewitt, minimum and maximum filters of a 3-D array) have one pass
+// per axis with TAPS = 3 or 9 taps each. For them the geometry is known at
+// compile time and each thread computes several results from values it holds
+// in registers, instead of re-reading every tap from shared memory:
+//   pass 0: Z output planes at once from the Z + TAPS - 1 ring planes of a
+//           column (read once each, not TAPS times per plane);
+//   pass 1: kRows1 consecutive rows of a column of B from kRows1 + TAPS - 1
+//           values of A;
+//   pass 2: one output from TAPS values of a B row (neighbouring threads
+//           store neighbouring outputs: coalesced).
+// Results are those of fused_kernel to the bit: the same apply_pass, the same
+// rounding between passes, the same halo rules (map_blocked_thread mirrors
+// map_thread).
+template <int TAPS, class Acc>
+struct BlockedGeometry {
+  static constexpr bool kWide = sizeof(Acc) == 8;
+  static constexpr int TX = 64;                  // output columns of a tile
+  static constexpr int TY = TAPS <= 3 ? 16 : 8;  // output rows of a tile
+  static constexpr int Z = !kWide ? 4 : TAPS <= 3 ? 2 : 1;  // output planes a step
+  static constexpr int HX = TX + TAPS - 1, HY = TY + TAPS - 1;
+  static constexpr int kColumns = HX * HY;           // haloed columns of the tile
+  static constexpr int kRing = TAPS + Z - 1;         // input planes a step reads
+  static constexpr int kColumnRounds = (kColumns + kThreads - 1) / kThreads;
+  static constexpr int rows1() {  // B rows a pass-1 item computes: enough items for the block
+    int r = TY;
+    while (r > 1 && Z * HX * (TY / r) < 240) r /= 2;
+    return r;
+  }
+  static constexpr int kRows1 = rows1();
+  static constexpr int kItems1 = Z * HX * (TY / kRows1);
+  static constexpr int kRounds1 = (kItems1 + kThreads - 1) / kThreads;
+  static constexpr int kOutputs = Z * TY * TX;  // a multiple of kThreads
+  static constexpr int kRounds2 = kOutputs / kThreads;
+  static constexpr size_t kSharedBytes = ((size_t)kColumns * (kRing + Z) + (size_t)Z * TY * HX) * sizeof(Acc);
+  static_assert(kOutputs % kThreads == 0 && kThreads % TX == 0, "pass 2 maps threads onto whole rows");
+  static_assert(kSharedBytes <= 100 * 1024, "two blocks an SM at least");
+};
+
+template <class G>
+struct BlockedMap {
+  int32_t in_offset[G::kColumnRounds];  // column j's input byte offset within a plane
+  uint32_t cval_rows = 0;               // bit j: column j lies in a constant-mode row
+  uint32_t cval_b = 0;                  // bit i: pass-1 item i lies in a constant-mode column
+  int32_t x_offset;                     // the output column's byte offset (pass 2: one column a thread)
+  bool x_inside;
+};
+
+template <class G>
+__device__ BlockedMap<G> map_blocked_thread(const FusedArgs& a, int64_t y0, int64_t x0) {
+  const FusedPass &p1 = a.pass[1], &p2 = a.pass[2];
+  BlockedMap<G> m;
+#pragma unroll
+  for (int j = 0; j < G::kColumnRounds; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    int64_t y = border_index(y0 - p1.left + c / G::HX, a.n[1], p1.mode);
+    int64_t x = border_index(x0 - p2.left + c % G::HX, a.n[2], p2.mode);
+    if (y < 0) m.cval_rows |= 1u << j;
+    y = max(y, (int64_t)0);  // constant-mode cells are loaded from anywhere and replaced
+    x = max(x, (int64_t)0);
+    m.in_offset[j] = c < G::kColumns ? (int32_t)(y * a.in_step[1] + x * a.in_step[2]) : 0;
+  }
+#pragma unroll
+  for (int i = 0; i < G::kRounds1; ++i) {
+    const int64_t x = x0 - p2.left + (threadIdx.x + i * kThreads) % G::HX;
+    if (p2.mode == Mode::Constant && (x < 0 || x >= a.n[2])) m.cval_b |= 1u << i;
+  }
+  const int64_t x = x0 + threadIdx.x % G::TX;
+  m.x_inside = x < a.n[2];
+  m.x_offset = m.x_inside ? (int32_t)(x * a.out_step[2]) : 0;
+  return m;
+}
+
+template <DType T, int TAPS, class Acc>
+__global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_constant__ FusedArgs a) {
+  using S = typename storage<T>::type;
+  using G = BlockedGeometry<TAPS, Acc>;
+  constexpr int HX = G::HX, TY = G::TY, Z = G::Z, R = G::kRing, C = G::kColumns, J = G::kColumnRounds;
+  const FusedPass &p0 = a.pass[0], &p1 = a.pass[1], &p2 = a.pass[2];
+  const Acc cval = (Acc)a.cval;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Acc* ring = reinterpret_cast<Acc*>(shared_bytes);  // [R][C]: input planes; column c is thread c % kThreads's
+  Acc* A = ring + R * C;                             // [Z][C]: pass 0, rounded
+  Acc* B = A + Z * C;                                // [Z][TY][HX]: pass 1, rounded
+
+  const int64_t y0 = (int64_t)blockIdx.y * TY, x0 = (int64_t)blockIdx.x * G::TX;
+  const int64_t first = (int64_t)blockIdx.z * a.planes_per_block;
+  const int planes = (int)min((int64_t)a.planes_per_block, a.n[0] - first);
+  const int steps = (planes + Z - 1) / Z;
+  const BlockedMap<G> m = map_blocked_thread<G>(a, y0, x0);
+  auto owns = [](int j) { return j + 1 < J || threadIdx.x + j * kThreads < C; };
+
+  S next[Z][J];
+  bool loaded[Z];
+  auto put = [&](int slot_offset, int dz) {  // slot_offset: the slot's first column
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (owns(j)) ring[slot_offset + threadIdx.x + j * kThreads] = loaded[dz] ? as_acc<T, Acc>(next[dz][j]) : cval;
+  };
+  auto fetch = [&](int plane, int dz) { loaded[dz] = fetch_plane<T, J>(a, first, plane, m.in_offset, C, next[dz]); };
+
+  for (int p = 0; p + 1 < TAPS; ++p) {  // the ring's first planes (slots 0 .. TAPS - 2)
+    fetch(p, 0);
+    put(p * C, 0);
+  }
+#pragma unroll
+  for (int dz = 0; dz < Z; ++dz) fetch(TAPS - 1 + dz, dz);
+
+  for (int s = 0; s < steps; ++s) {
+    // The first column of the step's d-th input plane in the ring (plane
+    // s * Z + d sits in slot (s * Z + d) % R).
+    int slot[R];
+    const int base = (s * Z) % R;
+#pragma unroll
+    for (int d = 0; d < R; ++d) slot[d] = (base + d < R ? base + d : base + d - R) * C;
+#pragma unroll
+    for (int dz = 0; dz < Z; ++dz) put(slot[TAPS - 1 + dz], dz);
+    if (s + 1 < steps) {
+#pragma unroll
+      for (int dz = 0; dz < Z; ++dz) fetch((s + 1) * Z + TAPS - 1 + dz, dz);
+    }
+
+    // pass 0: Z planes of the thread's own columns
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      if (!owns(j)) continue;
+      const int c = threadIdx.x + j * kThreads;
+      Acc v[R];
+#pragma unroll
+      for (int d = 0; d < R; ++d) v[d] = ring[slot[d] + c];
+#pragma unroll
+      for (int dz = 0; dz < Z; ++dz) {
+        const Acc r = round_to<T, Acc>(apply_pass<Acc, TAPS>(p0, [&](int k) { return v[dz + k]; }));
+        A[dz * C + c] = (m.cval_rows >> j & 1u) ? cval : r;
+      }
+    }
+    __syncthreads();
+
+    // pass 1: item (plane dz, row segment, column hx) -> kRows1 rows of B
+#pragma unroll
+    for (int i = 0; i < G::kRounds1; ++i) {
+      const int e = threadIdx.x + i * kThreads;
+      if (G::kItems1 % kThreads != 0 && e >= G::kItems1) break;
+      const int hx = e % HX, segment = e / HX;  // segment: dz * (TY / kRows1) + row block
+      const int row0 = segment % (TY / G::kRows1) * G::kRows1, dz = segment / (TY / G::kRows1);
+      const Acc* column = A + dz * C + row0 * HX + hx;
+      Acc* b = B + (dz * TY + row0) * HX + hx;
+      if (m.cval_b >> i & 1u) {
+#pragma unroll
+        for (int r = 0; r < G::kRows1; ++r) b[r * HX] = cval;
+        continue;
+      }
+      Acc v[G::kRows1 + TAPS - 1];
+#pragma unroll
+      for (int k = 0; k < G::kRows1 + TAPS - 1; ++k) v[k] = column[k * HX];
+#pragma unroll
+      for (int r = 0; r < G::kRows1; ++r)
+        b[r * HX] = round_to<T, Acc>(apply_pass<Acc, TAPS>(p1, [&](int k) { return v[r + k]; }));
+    }
+    __syncthreads();
+
+    // pass 2: thread column threadIdx.x % TX of rows threadIdx.x / TX + i * (kThreads / TX)
+    if (m.x_inside) {
+#pragma unroll
+      for (int i = 0; i < G::kRounds2; ++i) {
+        const int zy = threadIdx.x / G::TX + i * (kThreads / G::TX);  // dz * TY + ty
+        const int dz = zy / TY, ty = zy % TY;
+        const int64_t z = first + (int64_t)s * Z + dz, y = y0 + ty;
+        if (s * Z + dz >= planes || y >= a.n[1]) continue;
+        const Acc* row = B + zy * HX + threadIdx.x % G::TX;
+        const Acc v = apply_pass<Acc, TAPS>(p2, [&](int k) { return row[k]; });
+        store_elem<T>(a.out + z * a.out_step[0] + y * a.out_step[1] + m.x_offset, v, true);
+      }
+    }
+  }
+}
+
 // ---- laplace ---------------------------------------------------------------------
 
 // scipy's laplace in one pass: the [1, -2, 1] second difference along each
@@ -359,15 +539,15 @@ __global__ void __launch_bounds__(kThreads, 3) laplace_kernel(const __grid_const
     store_from_double<T>(reinterpret_cast<char*>(&r), (double)v);
     return r;
   };
-  put(0, fetch_plane<T>(a, first, 0, m, columns, next));
-  put(1, fetch_plane<T>(a, first, 1, m, columns, next));
-  bool loaded = fetch_plane<T>(a, first, 2, m, columns, next);
+  put(0, fetch_plane<T>(a, first, 0, m.in_offset, columns, next));
+  put(1, fetch_plane<T>(a, first, 1, m.in_offset, columns, next));
+  bool loaded = fetch_plane<T>(a, first, 2, m.in_offset, columns, next);
 
   for (int s = 0; s < steps; ++s) {
     const int below = s % 3, centre = (s + 1) % 3, above = (s + 2) % 3;
     if (s > 0) __syncthreads();  // every thread is done with the plane `above` replaces
     put(above, loaded);
-    if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + 3, m, columns, next);
+    if (s + 1 < steps) loaded = fetch_plane<T>(a, first, s + 3, m.in_offset, columns, next);
     __syncthreads();
 
     char* plane = a.out + (first + s) * a.out_step[0];
@@ -562,6 +742,46 @@ struct FusedLauncher {
   }
 };
 
+// Runs the chain with blocked_kernel when it fits one (a 3-D array, three
+// passes of 3 or 9 taps, an image dtype); false otherwise.
+template <DType T>
+struct BlockedLauncher {
+  template <int TAPS, class Acc>
+  static void launch_blocked(FusedPlan plan, cudaStream_t stream) {
+    using G = BlockedGeometry<TAPS, Acc>;
+    FusedArgs& a = plan.args;
+    a.tile_y = G::TY;
+    a.tile_x = G::TX;
+    a.halo_y = G::HY;
+    a.halo_x = G::HX;
+    plan.shared_bytes = G::kSharedBytes;
+    plan.grid = dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)((a.n[1] + G::TY - 1) / G::TY),
+                     plan.grid.z);  // the same march along axis 0
+    launch(blocked_kernel<T, TAPS, Acc>, plan, stream);
+  }
+
+  template <int TAPS>
+  static void launch_taps(const FusedPlan& plan, cudaStream_t stream) {
+    constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
+    if constexpr (narrow_float) {
+      if (plan.float_sums) return launch_blocked<TAPS, float>(plan, stream);
+    }
+    launch_blocked<TAPS, double>(plan, stream);
+  }
+
+  static bool run(const FusedPlan& plan, cudaStream_t stream) {
+    if constexpr (is_image_dtype(T)) {
+      const FusedArgs& a = plan.args;
+      const int taps = specialised_taps(a);
+      const bool three_passes = std::all_of(a.pass, a.pass + 3, [&](const FusedPass& p) { return p.taps == taps; });
+      if (!three_passes || (a.n[1] + 7) / 8 > kMaxGridYZ) return false;
+      if (taps == 3) return launch_taps<3>(plan, stream), true;
+      if (taps == 9) return launch_taps<9>(plan, stream), true;
+    }
+    return false;
+  }
+};
+
 // False for the dtypes laplace's kernel is not built for: they run pass by pass.
 template <DType T>
 struct LaplaceLauncher {
@@ -595,7 +815,8 @@ bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const s
                               double cval) {
   FusedPlan plan;
   if (!plan_fused(in, out, passes, cval, plan)) return false;
-  dispatch_real_dtype<FusedLauncher>(in.dtype, plan, as_stream(stream_));
+  if (!dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, as_stream(stream_)))
+    dispatch_real_dtype<FusedLauncher>(in.dtype, plan, as_stream(stream_));
   return true;
 }
 
