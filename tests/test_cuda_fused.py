@@ -84,9 +84,10 @@ def test_minimum_maximum_filter(shape, dtype, name, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(37, 45, 70), (3, 2, 1), (70, 9, 3), (1, 20, 130), (66, 17, 129)])
 def test_three_passes_of_3_or_9_taps(shape, dtype, taps, rng):
-    """Chains of three passes of 3 or 9 taps over a 3-D array take the
-    register-blocked kernel (64-column tiles of 16 or 8 rows, 1 to 4 planes a
-    step): partial tiles and steps, axes shorter than the halo, every mode."""
+    """Chains of three 9-tap passes over a 3-D float32/float16 array take the
+    register-blocked kernel (64 x 8 tiles, 4 planes a step), other dtypes and
+    3-tap chains fused_kernel: partial tiles and steps, axes shorter than the
+    halo, every mode, through both."""
     x = cupy.asarray(random_array(rng, shape, dtype))
     modes, cval = per_axis_modes(rng, 3), float(rng.normal())
     check("gaussian_filter", x, 1.0 if taps == 9 else 0.25, mode=modes, cval=cval)  # radius 4 or 1

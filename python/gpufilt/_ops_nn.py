@@ -24,21 +24,25 @@ waits for a stream first (see _range_errors.py).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ._args import check_axis
-from ._dispatch import Operand, allocate_like, dtype_kind, hand_back
+from ._dispatch import Operand, allocate_like, dtype_kind, hand_back, is_bfloat16
 from ._range_errors import ops_backend
 
 __all__ = ["relu", "relu_grad", "sigmoid", "sigmoid_grad", "softmax", "log_softmax",
            "softmax_cross_entropy", "softmax_cross_entropy_grad"]
 
-_FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
+# dtype objects, not names: numpy's dtype.name is slow Python code (a
+# microsecond a call).
+_FLOAT_DTYPES = frozenset(np.dtype(name) for name in ("float16", "float32", "float64"))
 
 
 # ------------------------------------------------------------------ checks
 
 def _float_operand(x, name, op):
     src = Operand(x, name)
-    if src.dtype.name not in _FLOAT_DTYPES:
+    if src.dtype not in _FLOAT_DTYPES and not is_bfloat16(src.dtype):
         raise TypeError(f"{op}: {name} has dtype {src.dtype}; it takes float16, float32, float64 "
                         "(or bfloat16) arrays; cast integer or bool arrays to a float dtype first")
     return src
