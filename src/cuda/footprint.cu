@@ -68,16 +68,25 @@ Geometry make_geometry(const ArrayDesc& in, const ArrayDesc& out) {
   return g;
 }
 
-// Coordinates of element `index` (C order) and its byte offsets in both arrays.
-__device__ void locate(const Geometry& g, int64_t index, int64_t* coord, int64_t& in_off, int64_t& out_off) {
+// Coordinates of element `index` (C order) and its byte offsets in both
+// arrays. Index arithmetic of type I: 32-bit divisions where the array's
+// size allows (a 64-bit one is several times dearer).
+template <class I>
+__device__ __forceinline__ void locate_as(const Geometry& g, I index, int64_t* coord, int64_t& in_off,
+                                          int64_t& out_off) {
   in_off = out_off = 0;
   for (int d = g.ndim - 1; d >= 0; --d) {
-    int64_t c = index % g.shape[d];
-    index /= g.shape[d];
+    const I n = (I)g.shape[d], c = index % n;
+    index /= n;
     coord[d] = c;
-    in_off += c * g.in_strides[d];
-    out_off += c * g.out_strides[d];
+    in_off += (int64_t)c * g.in_strides[d];
+    out_off += (int64_t)c * g.out_strides[d];
   }
+}
+
+__device__ void locate(const Geometry& g, int64_t index, int64_t* coord, int64_t& in_off, int64_t& out_off) {
+  if (g.size <= (int64_t)UINT32_MAX) locate_as<uint32_t>(g, (uint32_t)index, coord, in_off, out_off);
+  else locate_as<int64_t>(g, index, coord, in_off, out_off);
 }
 
 // True when every tap of the element at `coord` lies inside the array
