@@ -153,6 +153,10 @@ class Operand:
     __slots__ = ("obj", "library", "shape", "dtype", "device", "device_id")
 
     def __init__(self, obj, name="input"):
+        if type(obj) is np.ndarray and obj.dtype.kind != "V":  # the common case, read directly
+            self.obj, self.library, self.shape, self.dtype = obj, "numpy", obj.shape, obj.dtype
+            self.device, self.device_id = "cpu", 0
+            return
         self.library = _library(obj)
         if self.library == "buffer":
             obj = _buffer_as_numpy(obj, name)
@@ -347,8 +351,7 @@ def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None
     src's device; returns the caller's result object."""
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
-    cval = complex(cval)
-    module.separable(src.obj, out, passes, cval.real, cval.imag, stream)
+    module.separable(src.obj, out, passes, *_real_and_imag(cval), stream)
     return hand_back(out, src) if result is None else result
 
 
@@ -356,9 +359,16 @@ def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
     """Runs a footprint filter (see _core.footprint) like run_separable."""
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
-    cval = complex(cval)
-    module.footprint(src.obj, out, spec, cval.real, cval.imag, stream)
+    module.footprint(src.obj, out, spec, *_real_and_imag(cval), stream)
     return hand_back(out, src) if result is None else result
+
+
+def _real_and_imag(cval):
+    """cval's real and imaginary parts as floats (a float without complex())."""
+    if type(cval) is float:
+        return cval, 0.0
+    cval = complex(cval)
+    return cval.real, cval.imag
 
 
 def elementwise(op, a, b, out, src: Operand, stream=None):
