@@ -349,6 +349,8 @@ def _backend(src: Operand, stream):
 def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
     """Runs 1-D passes from src into `output` (scipy's output argument) on
     src's device; returns the caller's result object."""
+    if output is None and stream is None and src.library == "numpy":
+        return _new_numpy_result(_core.separable, src, passes, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
     module.separable(src.obj, out, passes, *_real_and_imag(cval), stream)
@@ -357,10 +359,21 @@ def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None
 
 def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
     """Runs a footprint filter (see _core.footprint) like run_separable."""
+    if output is None and stream is None and src.library == "numpy":
+        return _new_numpy_result(_core.footprint, src, spec, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
     module.footprint(src.obj, out, spec, *_real_and_imag(cval), stream)
     return hand_back(out, src) if result is None else result
+
+
+def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
+    """The common call, kept short (tiny arrays pay for every step): a numpy
+    input filtered by `kernel` of _core into a new numpy array of `dtype`;
+    what _backend, resolve_output and hand_back would do for it."""
+    out = np.empty(src.shape, dtype)
+    kernel(src.obj, out, work, *_real_and_imag(cval), 0)
+    return out
 
 
 def _real_and_imag(cval):
