@@ -2,6 +2,7 @@
 and clearer messages. Every check raises before any data is touched."""
 from __future__ import annotations
 
+import functools
 import numbers
 import operator
 import warnings
@@ -19,6 +20,29 @@ MODES = {
     "nearest": 0, "wrap": 1, "grid-wrap": 1, "reflect": 2, "grid-mirror": 2,
     "mirror": 3, "constant": 4, "grid-constant": 4,
 }
+
+
+# Exact types whose equal values behave alike in every check below (bool,
+# numpy scalars and sequences are left out: True == 1 and 1 == 1.0, yet
+# order=1.0 is refused where order=1 is not).
+_PLAIN_TYPES = frozenset({int, float, str, type(None)})
+
+
+def memoize_plain(func):
+    """`func` memoised for calls whose arguments all have an exact type of
+    _PLAIN_TYPES; other calls run it directly. For argument normalisation
+    that a filter repeats on every call (1-D passes, Gaussian taps): `func`
+    must be pure (no warnings) and return immutable values. Errors are never
+    cached, so a bad argument raises on every call as before."""
+    cached = functools.lru_cache(maxsize=256, typed=True)(func)
+
+    @functools.wraps(func)
+    def memoized(*args):
+        for arg in args:
+            if type(arg) not in _PLAIN_TYPES:
+                return func(*args)
+        return cached(*args)
+    return memoized
 
 
 def mode_code(mode) -> int:

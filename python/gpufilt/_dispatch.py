@@ -153,6 +153,10 @@ class Operand:
     __slots__ = ("obj", "library", "shape", "dtype", "device", "device_id")
 
     def __init__(self, obj, name="input"):
+        if type(obj) is np.ndarray and obj.dtype.kind != "V":  # the common case, read directly
+            self.obj, self.library, self.shape, self.dtype = obj, "numpy", obj.shape, obj.dtype
+            self.device, self.device_id = "cpu", 0
+            return
         self.library = _library(obj)
         if self.library == "buffer":
             obj = _buffer_as_numpy(obj, name)
@@ -345,20 +349,39 @@ def _backend(src: Operand, stream):
 def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
     """Runs 1-D passes from src into `output` (scipy's output argument) on
     src's device; returns the caller's result object."""
+    if output is None and stream is None and src.library == "numpy":
+        return _new_numpy_result(_core.separable, src, passes, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
-    cval = complex(cval)
-    module.separable(src.obj, out, passes, cval.real, cval.imag, stream)
+    module.separable(src.obj, out, passes, *_real_and_imag(cval), stream)
     return hand_back(out, src) if result is None else result
 
 
 def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
     """Runs a footprint filter (see _core.footprint) like run_separable."""
+    if output is None and stream is None and src.library == "numpy":
+        return _new_numpy_result(_core.footprint, src, spec, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
-    cval = complex(cval)
-    module.footprint(src.obj, out, spec, cval.real, cval.imag, stream)
+    module.footprint(src.obj, out, spec, *_real_and_imag(cval), stream)
     return hand_back(out, src) if result is None else result
+
+
+def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
+    """The common call, kept short (tiny arrays pay for every step): a numpy
+    input filtered by `kernel` of _core into a new numpy array of `dtype`;
+    what _backend, resolve_output and hand_back would do for it."""
+    out = np.empty(src.shape, dtype)
+    kernel(src.obj, out, work, *_real_and_imag(cval), 0)
+    return out
+
+
+def _real_and_imag(cval):
+    """cval's real and imaginary parts as floats (a float without complex())."""
+    if type(cval) is float:
+        return cval, 0.0
+    cval = complex(cval)
+    return cval.real, cval.imag
 
 
 def elementwise(op, a, b, out, src: Operand, stream=None):

@@ -35,7 +35,8 @@ def _refuse_bfloat16(dtype, name):
 def _filter_input(input):
     """The input of a filter as an Operand; bfloat16 refused with a clear error."""
     src = Operand(input)
-    _refuse_bfloat16(src.dtype, "input")
+    if not isinstance(src.dtype, np.dtype) or src.dtype.kind == "V":  # bfloat16 is one of these
+        _refuse_bfloat16(src.dtype, "input")
     return src
 
 
@@ -50,9 +51,10 @@ def _run(kernel, src, work, output, cval, complex_output, stream):
     """Runs `kernel` (run_separable or run_footprint) with scipy's output
     rules: dtype requests, complex promotion, cval checks."""
     _args.check_cval(cval, src.dtype)
-    output_dtype_of(output)  # refuses bfloat16 outputs before any work
-    if output is not None and _is_dtype_like(output):
-        output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
+    if output is not None:
+        output_dtype_of(output)  # refuses bfloat16 outputs before any work
+        if _is_dtype_like(output):
+            output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
     default = _args.result_dtype(None, src.dtype, complex_output)
     return kernel(src, output, work, cval, default, stream)
 
@@ -68,7 +70,7 @@ def _footprint_filter(src, spec, output, cval, complex_output=False, stream=None
 
 
 def _correlate_pass(axis, weights, origin, mode):
-    return (axis, "correlate", weights, 1, origin, _args.mode_code(mode))
+    return (axis, "correlate", tuple(weights), 1, origin, _args.mode_code(mode))
 
 
 def _as_weights(weights, ndim=None):
@@ -146,6 +148,7 @@ def gaussian_kernel1d(sigma: float, order: int, radius: int) -> np.ndarray:
     return (x[:, None] ** powers).dot(q) * phi
 
 
+@_args.memoize_plain
 def _gaussian_pass(axis, sigma, order, mode, truncate, radius):
     sigma = _args.check_sigma(sigma)
     order = _args.check_order(order)
@@ -199,6 +202,7 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
+@_args.memoize_plain
 def _gaussian_passes(ndim, sigma, order, mode, truncate, radius, axes):
     """gaussian_filter's 1-D passes (one per axis whose sigma is not ~0)."""
     axes = _args.check_axes(axes, ndim)
@@ -207,9 +211,9 @@ def _gaussian_passes(ndim, sigma, order, mode, truncate, radius, axes):
     orders = _args.normalize_sequence(order, n, "order")
     modes = _args.normalize_sequence(mode, n, "mode")
     radii = _args.normalize_sequence(radius, n, "radius")
-    return [_gaussian_pass(ax, s, o, m, truncate, r)
-            for ax, s, o, m, r in zip(axes, sigmas, orders, modes, radii)
-            if _args.check_sigma(s) > 1e-15]
+    return tuple(_gaussian_pass(ax, s, o, m, truncate, r)
+                 for ax, s, o, m, r in zip(axes, sigmas, orders, modes, radii)
+                 if _args.check_sigma(s) > 1e-15)
 
 
 def _uniform_pass(axis, size, origin, mode):
@@ -235,6 +239,7 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
+@_args.memoize_plain
 def _uniform_passes(ndim, size, origin, mode, axes):
     """uniform_filter's 1-D passes (one per axis whose size is over 1)."""
     axes = _args.check_axes(axes, ndim)
@@ -242,8 +247,8 @@ def _uniform_passes(ndim, size, origin, mode, axes):
     sizes = _args.normalize_sequence(size, n, "size")
     origins = _args.normalize_sequence(origin, n, "origin")
     modes = _args.normalize_sequence(mode, n, "mode")
-    return [_uniform_pass(ax, s, o, m) for ax, s, o, m in zip(axes, sizes, origins, modes)
-            if _args.check_size(s) > 1]
+    return tuple(_uniform_pass(ax, s, o, m) for ax, s, o, m in zip(axes, sizes, origins, modes)
+                 if _args.check_size(s) > 1)
 
 
 # ------------------------------------------------------- footprint filters
@@ -362,7 +367,7 @@ def _footprint_mask(size, footprint, axes, ndim_image):
     """The boolean footprint over `axes` from scipy's size/footprint pair."""
     if footprint is not None:
         if size is not None:
-            warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=4)
+            warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=5)
         return np.asarray(footprint, dtype=bool)
     if size is None:
         raise ValueError("no footprint or filter size provided: pass size= or footprint=")
@@ -372,25 +377,36 @@ def _footprint_mask(size, footprint, axes, ndim_image):
 
 def _min_or_max(input, size, footprint, output, mode, cval, origin, axes, kind, stream):
     src = _real_operand(input)
-    axes = _args.check_axes(axes, src.ndim)
-    mask = _footprint_mask(size, footprint, axes, src.ndim)
+    plan = _min_or_max_plan if footprint is not None else _min_or_max_plan_of_size
+    kernel, work = plan(src.ndim, size, footprint, origin, mode, axes, kind)
+    return _run(kernel, src, work, output, cval, False, stream)
+
+
+def _min_or_max_plan(ndim, size, footprint, origin, mode, axes, kind):
+    """(run_separable, passes) for a box footprint, one 1-D pass per axis;
+    (run_footprint, spec) for any other."""
+    axes = _args.check_axes(axes, ndim)
+    mask = _footprint_mask(size, footprint, axes, ndim)
     if mask.ndim != len(axes):
         raise ValueError(f"footprint has {mask.ndim} dimensions but {len(axes)} are needed "
                          "(one per filtered axis)")
     if not mask.any():
         raise ValueError("an all-zero footprint is not supported")
-    if mask.all():  # a box: one 1-D pass per axis
+    if mask.all():
         origins = _args.normalize_sequence(origin, len(axes), "origin")
         modes = _args.normalize_sequence(mode, len(axes), "mode")
-        passes = [(ax, kind, (), n, _args.check_origin(o, n), _args.mode_code(m))
-                  for ax, n, o, m in zip(axes, mask.shape, origins, modes) if n > 1]
-        return _separable(src, passes, output, cval, stream=stream)
-    mask = _expand_to_input(src.ndim, axes, mask, "footprint")
-    origins = _expand_origins(src.ndim, axes, origin)
+        return run_separable, tuple((ax, kind, (), n, _args.check_origin(o, n), _args.mode_code(m))
+                                    for ax, n, o, m in zip(axes, mask.shape, origins, modes) if n > 1)
+    mask = _expand_to_input(ndim, axes, mask, "footprint")
+    origins = _expand_origins(ndim, axes, origin)
     _check_origins(mask.shape, origins)
     offsets, taps = _offsets(mask, origins)
-    spec = (kind, src.ndim, taps, offsets, (), 0, _single_mode(mode, "non-separable footprints"))
-    return _footprint_filter(src, spec, output, cval, stream=stream)
+    return run_footprint, (kind, ndim, taps, tuple(offsets), (), 0,
+                           _single_mode(mode, "non-separable footprints"))
+
+
+# Without a footprint array every argument is usually a plain scalar: memoised.
+_min_or_max_plan_of_size = _args.memoize_plain(_min_or_max_plan)
 
 
 def minimum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
@@ -431,27 +447,41 @@ def _rank_position(rank, operation, taps):
 
 def _rank_filter(input, rank, size, footprint, output, mode, cval, origin, axes, operation, stream):
     src = _real_operand(input)
-    axes = _args.check_axes(axes, src.ndim)
-    mask = _footprint_mask(size, footprint, axes, src.ndim)
-    mask = _expand_to_input(src.ndim, axes, mask, "footprint")
-    origins = _expand_origins(src.ndim, axes, origin)
+    plan = _rank_plan if footprint is not None else _rank_plan_of_size
+    spec, extreme = plan(src.ndim, rank, size, footprint, origin, mode, axes, operation)
+    if extreme is not None:  # scipy: the minimum or maximum filter
+        kind, mask, origins, modes = extreme
+        return _min_or_max(src.obj, None, mask, output, modes, cval, origins, None, kind, stream)
+    return _footprint_filter(src, spec, output, cval, stream=stream)
+
+
+def _rank_plan(ndim, rank, size, footprint, origin, mode, axes, operation):
+    """(footprint spec, None) for a rank filter; (None, (kind, mask, origins,
+    modes)) for _min_or_max where the rank is the footprint's minimum or
+    maximum. The mask is read, never written."""
+    axes = _args.check_axes(axes, ndim)
+    mask = _footprint_mask(size, footprint, axes, ndim)
+    mask = _expand_to_input(ndim, axes, mask, "footprint")
+    origins = _expand_origins(ndim, axes, origin)
     _check_origins(mask.shape, origins)
     taps = int(mask.sum())
     if taps == 0:
         raise ValueError("an all-zero footprint is not supported")
     position = _rank_position(rank, operation, taps)
-    if position in (0, taps - 1):  # scipy: the minimum or maximum filter
+    if position in (0, taps - 1):
         kind = "minimum" if position == 0 else "maximum"
         full_modes = mode
         if not isinstance(mode, str) and np.iterable(mode):
-            full_modes = ["constant"] * src.ndim
+            full_modes = ["constant"] * ndim
             for ax, m in zip(axes, _args.normalize_sequence(mode, len(axes), "mode")):
                 full_modes[ax] = m
-        return _min_or_max(src.obj, None, mask, output, full_modes, cval, origins, None, kind,
-                           stream)
+            full_modes = tuple(full_modes)
+        return None, (kind, mask, tuple(origins), full_modes)
     offsets, ntaps = _offsets(mask, origins)
-    spec = ("rank", src.ndim, ntaps, offsets, (), position, _single_mode(mode, "rank filters"))
-    return _footprint_filter(src, spec, output, cval, stream=stream)
+    return ("rank", ndim, ntaps, tuple(offsets), (), position, _single_mode(mode, "rank filters")), None
+
+
+_rank_plan_of_size = _args.memoize_plain(_rank_plan)
 
 
 def rank_filter(input, rank, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
@@ -477,24 +507,34 @@ def percentile_filter(input, percentile, size=None, footprint=None, output=None,
 
 # ------------------------------------------------------------- derivatives
 
-def _edge_filter(input, axis, output, mode, cval, smoothing, stream):
-    """sobel/prewitt: a central difference along `axis`, `smoothing` across the others."""
+_EDGE_SMOOTHING = {"sobel": (1.0, 2.0, 1.0), "prewitt": (1.0, 1.0, 1.0)}
+
+
+def _edge_filter(input, axis, output, mode, cval, operator, stream):
+    """sobel/prewitt: a central difference along `axis`, smoothing across the others."""
     src = _filter_input(input)
-    axis = _args.check_axis(axis, src.ndim)
-    modes = _args.normalize_sequence(mode, src.ndim, "mode")
-    passes = [_correlate_pass(axis, [-1.0, 0.0, 1.0], 0, modes[axis])]
-    passes += [_correlate_pass(ax, smoothing, 0, modes[ax]) for ax in range(src.ndim) if ax != axis]
+    passes = _edge_passes(src.ndim, axis, mode, operator)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
+
+
+@_args.memoize_plain
+def _edge_passes(ndim, axis, mode, operator):
+    axis = _args.check_axis(axis, ndim)
+    modes = _args.normalize_sequence(mode, ndim, "mode")
+    passes = [_correlate_pass(axis, (-1.0, 0.0, 1.0), 0, modes[axis])]
+    passes += [_correlate_pass(ax, _EDGE_SMOOTHING[operator], 0, modes[ax])
+               for ax in range(ndim) if ax != axis]
+    return tuple(passes)
 
 
 def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None):
     """Sobel filter (scipy.ndimage.sobel)."""
-    return _edge_filter(input, axis, output, mode, cval, [1.0, 2.0, 1.0], stream)
+    return _edge_filter(input, axis, output, mode, cval, "sobel", stream)
 
 
 def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None):
     """Prewitt filter (scipy.ndimage.prewitt)."""
-    return _edge_filter(input, axis, output, mode, cval, [1.0, 1.0, 1.0], stream)
+    return _edge_filter(input, axis, output, mode, cval, "prewitt", stream)
 
 
 def _sum_over_axes(input, derivative, output, mode, cval, axes, square):

@@ -14,6 +14,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <utility>
 #include <vector>
 
 #include "bindings/interop.hpp"
@@ -60,7 +61,7 @@ void register_kernels(py::module_& m) {
     Policy policy(stream);
     InputOutput io(input, output, policy);
     py::gil_scoped_release nogil;
-    run_separable(policy.backend(), io.in.desc, io.out.desc, plan, cval, cval_imag);
+    run_separable(policy.backend(), io.in.desc, io.out.desc, std::move(plan), cval, cval_imag);
   }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
      py::arg("stream"), "Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output.");
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/cpu_lines.hpp"
+#include "core/parallel.hpp"
 #if defined(GPUFILT_OPENMP)
 #include <omp.h>
 #endif
@@ -277,9 +278,11 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   // does not hold up the others.
   const int threads = cpu_max_threads();
   const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
-#pragma omp parallel num_threads(threads) if (lines.count * width * n > 32768)
-  {
-    std::vector<E> ext((n + taps - 1) * max_lanes), res(std::max(kChunk, max_lanes)), sums(max_lanes);
+  parallel_region(lines.count * width * n > 32768, threads, [&, load = load, store = store] {
+    // res holds one chunk of rows, or the whole line where that is shorter
+    // (a tiny array's call then allocates a few bytes, not kChunk values).
+    const int64_t res_size = std::min(std::max(kChunk, max_lanes), std::max<int64_t>(n, 1) * max_lanes);
+    std::vector<E> ext((n + taps - 1) * max_lanes), res(res_size), sums(max_lanes);
 #pragma omp for schedule(dynamic, grain)
     for (int64_t t = 0; t < tasks; ++t) {
       int64_t in_off, out_off;
@@ -308,7 +311,7 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
             store(res.data() + (i - i0) * lanes, dst + i * out_stride, out_lane, lanes);
       }
     }
-  }
+  });
 }
 
 // float32 and float16 data (in and out) are summed in float, as the CUDA
@@ -339,17 +342,19 @@ void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {
   if (in.dtype == out.dtype) {  // exact, whatever the dtype
     const int64_t item = itemsize(in.dtype);
     const bool runs = in_stride == item && out_stride == item;  // each line one memmove
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (in.size() > 65536)
-    for (int64_t l = 0; l < lines.count; ++l) {
-      int64_t in_off, out_off;
-      lines.offsets(l, in_off, out_off);
-      if (runs) {
-        std::memmove(out.data + out_off, in.data + in_off, n * item);
-        continue;
+    parallel_region(in.size() > 65536, cpu_max_threads(), [&] {
+#pragma omp for schedule(static)
+      for (int64_t l = 0; l < lines.count; ++l) {
+        int64_t in_off, out_off;
+        lines.offsets(l, in_off, out_off);
+        if (runs) {
+          std::memmove(out.data + out_off, in.data + in_off, n * item);
+          continue;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          std::memmove(out.data + out_off + i * out_stride, in.data + in_off + i * in_stride, item);
       }
-      for (int64_t i = 0; i < n; ++i)
-        std::memmove(out.data + out_off + i * out_stride, in.data + in_off + i * in_stride, item);
-    }
+    });
     return;
   }
   auto [load, _unused] = dispatch_real_dtype<LineIO>(in.dtype);
@@ -431,14 +436,16 @@ void CpuBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc
   const int64_t pieces = (n + kRunLength - 1) / kRunLength, tasks = rows * pieces;
   const int64_t sa = out.ndim ? a.strides[last] : 0, sb = out.ndim ? b.strides[last] : 0,
                 so = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t row = t / pieces, start = (t % pieces) * kRunLength, first = row * n + start;
-    dispatch_real_or_bfloat16<ElementwiseRun>(out.dtype, op, a, b, a.data + element_offset(a, first), sa,
-                                              b.data + element_offset(b, first), sb,
-                                              out.data + element_offset(out, first), so,
-                                              std::min(kRunLength, n - start));
-  }
+  parallel_region(out.size() > 65536, cpu_max_threads(), [&] {
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t row = t / pieces, start = (t % pieces) * kRunLength, first = row * n + start;
+      dispatch_real_or_bfloat16<ElementwiseRun>(out.dtype, op, a, b, a.data + element_offset(a, first), sa,
+                                                b.data + element_offset(b, first), sb,
+                                                out.data + element_offset(out, first), so,
+                                                std::min(kRunLength, n - start));
+    }
+  });
 }
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include "core/cpu_backend.hpp"
 #include "core/cpu_lines.hpp"
+#include "core/parallel.hpp"
 
 namespace gpufilt {
 namespace {
@@ -334,8 +335,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   const ReduceLine<E> reduce_line = line_reducer<E>();
   const int64_t n = lines.length, row_len = n + plan.left + plan.right;
 
-#pragma omp parallel num_threads(cpu_max_threads()) if (lines.count * n * f.taps() > 32768)
-  {
+  parallel_region(lines.count * n * f.taps() > 32768, cpu_max_threads(), [&, load = load, store = store] {
     Scratch<E> s(plan, n, f.taps());
     int64_t outer_index[kMaxDims];
 #pragma omp for schedule(static)
@@ -365,7 +365,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
       reduce_line(f, plan, network, n, s);
       store(s.result.data(), out.data + out_off, out.strides[last], n);
     }
-  }
+  });
 }
 
 
