@@ -402,7 +402,7 @@ DType dtype_from_format(const char* format, int64_t item, const char* name) {
   const char* f = format ? format : "B";
   auto what = [&] { return "'" + std::string(f) + "' (buffer format)"; };
   const char* code = f;
-  if (std::strchr("@=<>!", *code) && *code) {
+  if (*code && std::strchr("@=<>!", *code)) {
     const bool big = *code == '>' || *code == '!';
     ++code;
     if (big && item > 1)
