@@ -74,7 +74,7 @@ Elementwise parse_elementwise(const std::string& op) {
                         "'; use 'add', 'subtract', 'multiply', 'square' or 'sqrt'");
 }
 
-void require_device(const std::vector<const ImportedArray*>& arrays, const char* const* names,
+void require_device(CallArrays arrays, const char* const* names,
                     Device device) {
   const char* runs_on = device == Device::CPU ? "the CPU" : "a CUDA device";
   for (size_t i = 0; i < arrays.size(); ++i)

@@ -9,8 +9,7 @@
 //   ImportOptions options() const;
 //   LineBackend& backend();
 //   intptr_t stream() const;                              // 0 on the CPU
-//   void enter(const std::vector<const ImportedArray*>&);  // GIL held: device
-//                                                          // guard, stream waits
+//   void enter(CallArrays);  // GIL held: device guard, stream waits
 #pragma once
 #include <pybind11/pybind11.h>
 
@@ -36,7 +35,7 @@ Footprint parse_footprint(const py::tuple& spec);
 Elementwise parse_elementwise(const std::string& op);
 
 // All arrays must be on `device`, and on one device id; ValueError otherwise.
-void require_device(const std::vector<const ImportedArray*>& arrays, const char* const* names,
+void require_device(CallArrays arrays, const char* const* names,
                     Device device);
 
 // A filter's input and output, imported, checked to share the policy's

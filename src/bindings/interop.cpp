@@ -4,8 +4,12 @@
 #include "bindings/interop.hpp"
 
 #include <cstring>
+#include <initializer_list>
+#include <iterator>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "bindings/dlpack.hpp"
 #include <pybind11/numpy.h>
@@ -16,6 +20,57 @@ namespace {
 constexpr const char* kAccepted =
     "bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32, float64, "
     "complex64, complex128 (native byte order) and bfloat16 (through DLPack)";
+
+// The Python strings and tuples every import uses, made once (GIL held) and
+// kept for the process. Interned names hit CPython's attribute caches, and
+// no str, tuple or kwargs dict is built per call.
+struct Names {
+  PyObject* dlpack = intern("__dlpack__");
+  PyObject* dlpack_device = intern("__dlpack_device__");
+  PyObject* cai = intern("__cuda_array_interface__");
+  PyObject* module = intern("__module__");
+  PyObject* shape = intern("shape");
+  PyObject* strides = intern("strides");
+  PyObject* typestr = intern("typestr");
+  PyObject* data = intern("data");
+  PyObject* version = intern("version");
+  PyObject* mask = intern("mask");
+  PyObject* stream = intern("stream");
+  PyObject* versioned_kwnames = tuple({"stream", "max_version", "copy"});  // for vectorcall
+  PyObject* stream_kwnames = tuple({"stream"});
+  PyObject* max_version = Py_BuildValue("(ii)", 1, 1);
+
+  static PyObject* intern(const char* s) {
+    PyObject* o = PyUnicode_InternFromString(s);
+    if (!o) throw py::error_already_set();
+    return o;
+  }
+  static PyObject* tuple(std::initializer_list<const char*> items) {
+    PyObject* t = PyTuple_New((Py_ssize_t)items.size());
+    if (!t) throw py::error_already_set();
+    Py_ssize_t i = 0;
+    for (const char* item : items) PyTuple_SET_ITEM(t, i++, intern(item));
+    return t;
+  }
+};
+
+const Names& names() {
+  static const Names n;
+  return n;
+}
+
+// obj.<name> (an interned str), or a null object when it has none. Like
+// hasattr, any error while looking it up counts as "has none".
+py::object optional_attr(py::handle obj, PyObject* name) {
+  PyObject* found = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+  const int status = PyObject_GetOptionalAttr(obj.ptr(), name, &found);
+#else
+  const int status = _PyObject_LookupAttr(obj.ptr(), name, &found);
+#endif
+  if (status < 0) PyErr_Clear();
+  return py::reinterpret_steal<py::object>(found);
+}
 
 std::string arg(const char* name) { return std::string(name); }
 
@@ -32,34 +87,37 @@ std::string claimed_dtype(py::handle obj) {
   throw py::type_error(arg(name) + " has unsupported dtype " + what + "; gpufilt accepts " + kAccepted);
 }
 
-DType dtype_from_kind(char kind, int64_t bytes, const char* name, const std::string& what) {
+// The DType of numpy kind `kind` ('b', 'i', 'u', 'f', 'c') and `bytes`, or
+// false when gpufilt has none. Callers build their error text only on
+// failure (it costs more than the import).
+bool dtype_of_kind(char kind, int64_t bytes, DType& out) {
   switch (kind) {
     case 'b':
-      if (bytes == 1) return DType::Bool;
+      if (bytes == 1) return out = DType::Bool, true;
       break;
     case 'i':
-      if (bytes == 1) return DType::Int8;
-      if (bytes == 2) return DType::Int16;
-      if (bytes == 4) return DType::Int32;
-      if (bytes == 8) return DType::Int64;
+      if (bytes == 1) return out = DType::Int8, true;
+      if (bytes == 2) return out = DType::Int16, true;
+      if (bytes == 4) return out = DType::Int32, true;
+      if (bytes == 8) return out = DType::Int64, true;
       break;
     case 'u':
-      if (bytes == 1) return DType::UInt8;
-      if (bytes == 2) return DType::UInt16;
-      if (bytes == 4) return DType::UInt32;
-      if (bytes == 8) return DType::UInt64;
+      if (bytes == 1) return out = DType::UInt8, true;
+      if (bytes == 2) return out = DType::UInt16, true;
+      if (bytes == 4) return out = DType::UInt32, true;
+      if (bytes == 8) return out = DType::UInt64, true;
       break;
     case 'f':
-      if (bytes == 2) return DType::Float16;
-      if (bytes == 4) return DType::Float32;
-      if (bytes == 8) return DType::Float64;
+      if (bytes == 2) return out = DType::Float16, true;
+      if (bytes == 4) return out = DType::Float32, true;
+      if (bytes == 8) return out = DType::Float64, true;
       break;
     case 'c':
-      if (bytes == 8) return DType::Complex64;
-      if (bytes == 16) return DType::Complex128;
+      if (bytes == 8) return out = DType::Complex64, true;
+      if (bytes == 16) return out = DType::Complex128, true;
       break;
   }
-  unsupported_dtype(name, what);
+  return false;
 }
 
 // Shape and byte strides into `d`, with the checks every protocol shares.
@@ -96,22 +154,20 @@ void set_geometry(ArrayDesc& d, int64_t ndim, const int64_t* shape, const int64_
 // ---------------------------------------------------------------- DLPack ----
 
 DType dtype_from_dlpack(const dlpack::DataType& t, const char* name) {
-  std::string what = "(DLPack code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits, " +
-                     std::to_string(t.lanes) + " lanes)";
-  if (t.lanes != 1) unsupported_dtype(name, what);
-  const int64_t bytes = t.bits / 8;
-  if (t.bits % 8) unsupported_dtype(name, what);
-  switch (t.code) {
-    case dlpack::kInt: return dtype_from_kind('i', bytes, name, what);
-    case dlpack::kUInt: return dtype_from_kind('u', bytes, name, what);
-    case dlpack::kFloat: return dtype_from_kind('f', bytes, name, what);
-    case dlpack::kComplex: return dtype_from_kind('c', bytes, name, what);
-    case dlpack::kBool: return dtype_from_kind('b', bytes, name, what);
-    case dlpack::kBfloat:
-      if (t.bits == 16) return DType::BFloat16;
-      unsupported_dtype(name, what);
-    default: unsupported_dtype(name, what);
+  DType dtype;
+  if (t.lanes == 1 && t.bits % 8 == 0) {
+    const int64_t bytes = t.bits / 8;
+    switch (t.code) {
+      case dlpack::kInt: if (dtype_of_kind('i', bytes, dtype)) return dtype; break;
+      case dlpack::kUInt: if (dtype_of_kind('u', bytes, dtype)) return dtype; break;
+      case dlpack::kFloat: if (dtype_of_kind('f', bytes, dtype)) return dtype; break;
+      case dlpack::kComplex: if (dtype_of_kind('c', bytes, dtype)) return dtype; break;
+      case dlpack::kBool: if (dtype_of_kind('b', bytes, dtype)) return dtype; break;
+      case dlpack::kBfloat: if (t.bits == 16) return DType::BFloat16; break;
+    }
   }
+  unsupported_dtype(name, "(DLPack code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits, " +
+                              std::to_string(t.lanes) + " lanes)");
 }
 
 void fill_from_dltensor(ImportedArray& a, const dlpack::Tensor& t, const char* name) {
@@ -143,30 +199,30 @@ void fill_from_dltensor(ImportedArray& a, const dlpack::Tensor& t, const char* n
 // when `a` is released.
 void consume_capsule(ImportedArray& a, py::handle capsule, const char* name) {
   const char* cname = PyCapsule_GetName(capsule.ptr());
-  std::string cap_name = cname ? cname : "";
-  if (cap_name == "dltensor_versioned") {
+  const char* cap_name = cname ? cname : "";
+  if (std::strcmp(cap_name, "dltensor_versioned") == 0) {
     auto* mt = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), cname));
     if (!mt) throw py::error_already_set();
     PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
-    a.release = std::shared_ptr<void>(mt, [](void* p) {
+    a.release = Release([](void* p) {
       auto* m = static_cast<dlpack::ManagedTensorVersioned*>(p);
       if (m->deleter) m->deleter(m);
-    });
+    }, mt);
     if (mt->version.major != dlpack::kMajorVersion)
       throw py::type_error(arg(name) + " is a DLPack " + std::to_string(mt->version.major) + "." +
                            std::to_string(mt->version.minor) + " tensor; gpufilt reads major version 1");
     a.readonly = (mt->flags & dlpack::kFlagReadOnly) != 0;
     fill_from_dltensor(a, mt->dl_tensor, name);
-  } else if (cap_name == "dltensor") {
+  } else if (std::strcmp(cap_name, "dltensor") == 0) {
     auto* mt = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), cname));
     if (!mt) throw py::error_already_set();
     PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-    a.release = std::shared_ptr<void>(mt, [](void* p) {
+    a.release = Release([](void* p) {
       auto* m = static_cast<dlpack::ManagedTensor*>(p);
       if (m->deleter) m->deleter(m);
-    });
+    }, mt);
     fill_from_dltensor(a, mt->dl_tensor, name);
-  } else if (cap_name.rfind("used_", 0) == 0) {
+  } else if (std::strncmp(cap_name, "used_", 5) == 0) {
     throw py::value_error(arg(name) + " is a DLPack capsule that was already consumed ('" + cap_name +
                           "'); a capsule can be imported only once");
   } else {
@@ -176,44 +232,68 @@ void consume_capsule(ImportedArray& a, py::handle capsule, const char* name) {
   a.protocol = "dlpack";
 }
 
-// Calls obj.__dlpack__ the way DESIGN.md asks: versioned with the stream we
-// run on, then the pre-1.0 signature when the producer refuses max_version.
-py::object export_dlpack(py::handle obj, const ImportOptions& options) {
+// True when obj.__dlpack_device__() names CUDA (or managed) memory.
+bool on_cuda_device(py::handle device_fn) {
+  PyObject* dev = PyObject_CallNoArgs(device_fn.ptr());
+  if (!dev) throw py::error_already_set();
+  auto owned = py::reinterpret_steal<py::object>(dev);
+  int type;
+  if (PyTuple_CheckExact(dev) && PyTuple_GET_SIZE(dev) >= 1 && PyLong_CheckExact(PyTuple_GET_ITEM(dev, 0))) {
+    type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+    if (type == -1 && PyErr_Occurred()) throw py::error_already_set();
+  } else {  // anything else: pybind11's casts and their errors
+    type = owned.cast<py::tuple>()[0].cast<int>();
+  }
+  return type == dlpack::kCUDA || type == dlpack::kCUDAManaged;
+}
+
+// Calls obj.__dlpack__ (`method`) the way DESIGN.md asks: versioned with the
+// stream we run on, then the pre-1.0 signature when the producer refuses
+// max_version. Vectorcall with cached keyword names: no kwargs dict per call.
+py::object export_dlpack(py::handle obj, py::handle method, const ImportOptions& options) {
+  const Names& n = names();
   py::object stream = py::none();
-  if (py::hasattr(obj, "__dlpack_device__")) {
-    auto dev = obj.attr("__dlpack_device__")().cast<py::tuple>();
-    int type = dev[0].cast<int>();
-    if (type == dlpack::kCUDA || type == dlpack::kCUDAManaged)
-      stream = py::int_(options.stream == 0 ? 1 : options.stream);  // 1: legacy default
+  if (py::object device_fn = optional_attr(obj, n.dlpack_device))
+    if (on_cuda_device(device_fn)) stream = py::int_(options.stream == 0 ? 1 : options.stream);  // 1: legacy default
+  // Slot 0 is scratch for the callee (PY_VECTORCALL_ARGUMENTS_OFFSET); the
+  // keyword values follow, in kwnames' order.
+  PyObject* args[] = {nullptr, stream.ptr(), n.max_version, Py_False};
+  constexpr size_t kNoPositional = 0 | PY_VECTORCALL_ARGUMENTS_OFFSET;
+  PyObject* capsule = PyObject_Vectorcall(method.ptr(), args + 1, kNoPositional, n.versioned_kwnames);
+  if (!capsule) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    capsule = PyObject_Vectorcall(method.ptr(), args + 1, kNoPositional, n.stream_kwnames);
+    if (!capsule) throw py::error_already_set();
   }
-  using namespace pybind11::literals;
-  py::object method = obj.attr("__dlpack__");
-  try {
-    return method("stream"_a = stream, "max_version"_a = py::make_tuple(1, 1), "copy"_a = false);
-  } catch (py::error_already_set& e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-  }
-  return method("stream"_a = stream);
+  return py::reinterpret_steal<py::object>(capsule);
 }
 
 // True for producers whose exported memory must not be written (jax arrays
 // are immutable, yet their unversioned capsules carry no read-only flag).
 bool immutable_producer(py::handle obj) {
-  std::string module = py::str(py::type::of(obj).attr("__module__")).cast<std::string>();
-  return module.rfind("jax", 0) == 0;
+  PyObject* module = PyObject_GetAttr((PyObject*)Py_TYPE(obj.ptr()), names().module);
+  if (!module) throw py::error_already_set();
+  auto text = py::reinterpret_steal<py::object>(module);
+  if (!PyUnicode_Check(module)) text = py::str(text);
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);  // the str's own buffer when ASCII
+  if (!utf8) throw py::error_already_set();
+  return size >= 3 && std::strncmp(utf8, "jax", 3) == 0;
 }
 
 // -------------------------------------------------- CUDA Array Interface ----
 
 int64_t as_int(py::handle v, const char* name, const char* field) {
-  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v))
+  if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
     throw py::type_error(arg(name) + ".__cuda_array_interface__['" + field + "'] must be an int, not " +
                          py::str(py::type::of(v).attr("__name__")).cast<std::string>());
-  try {
-    return v.cast<int64_t>();
-  } catch (py::cast_error&) {
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow)
     throw py::value_error(arg(name) + ".__cuda_array_interface__['" + field + "'] overflows 64 bits");
-  }
+  if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return value;
 }
 
 py::tuple as_tuple(py::handle v, const char* name, const char* field) {
@@ -222,68 +302,90 @@ py::tuple as_tuple(py::handle v, const char* name, const char* field) {
   return py::reinterpret_borrow<py::tuple>(v);
 }
 
-DType dtype_from_typestr(const std::string& typestr, const char* name) {
-  if (typestr.size() < 3) unsupported_dtype(name, "'" + typestr + "'");
-  char order = typestr[0], kind = typestr[1];
-  int64_t bytes = 0;
-  try {
-    bytes = std::stoll(typestr.substr(2));
-  } catch (...) {
-    unsupported_dtype(name, "'" + typestr + "'");
-  }
-  if (order == '>' && bytes > 1)
-    throw py::type_error(arg(name) + " has non-native (big-endian) byte order '" + typestr +
-                         "'; gpufilt accepts native byte order only");
-  if (order != '<' && order != '|' && order != '=') unsupported_dtype(name, "'" + typestr + "'");
-  return dtype_from_kind(kind, bytes, name, "'" + typestr + "'");
+// cai[key] (an interned str), or a null handle when absent.
+py::handle cai_item(const py::dict& cai, PyObject* key) {
+  PyObject* v = PyDict_GetItemWithError(cai.ptr(), key);
+  if (!v && PyErr_Occurred()) throw py::error_already_set();
+  return v;
 }
 
-void import_cai(ImportedArray& a, py::handle obj, const char* name, const ImportOptions& options) {
-  py::object cai_obj = obj.attr("__cuda_array_interface__");
+// A typestr such as "<f4": byte order, kind, item size in bytes.
+DType dtype_from_typestr(const char* typestr, Py_ssize_t length, const char* name) {
+  auto what = [&] { return "'" + std::string(typestr, (size_t)length) + "'"; };
+  if (length < 3) unsupported_dtype(name, what());
+  const char order = typestr[0], kind = typestr[1];
+  int64_t bytes = 0;
+  for (Py_ssize_t i = 2; i < length; ++i) {
+    if (typestr[i] < '0' || typestr[i] > '9' || bytes > (int64_t(1) << 40)) unsupported_dtype(name, what());
+    bytes = bytes * 10 + (typestr[i] - '0');
+  }
+  if (order == '>' && bytes > 1)
+    throw py::type_error(arg(name) + " has non-native (big-endian) byte order " + what() +
+                         "; gpufilt accepts native byte order only");
+  DType dtype;
+  if ((order != '<' && order != '|' && order != '=') || !dtype_of_kind(kind, bytes, dtype))
+    unsupported_dtype(name, what());
+  return dtype;
+}
+
+// `cai_obj`: the object's __cuda_array_interface__.
+void import_cai(ImportedArray& a, py::handle cai_obj, const char* name, const ImportOptions& options) {
+  const Names& n = names();
   if (!py::isinstance<py::dict>(cai_obj))
     throw py::type_error(arg(name) + ".__cuda_array_interface__ must be a dict");
-  py::dict cai = cai_obj;
-  for (const char* key : {"shape", "typestr", "data", "version"})
-    if (!cai.contains(key))
-      throw py::value_error(arg(name) + ".__cuda_array_interface__ lacks the required key '" + key + "'");
-  int64_t version = as_int(cai["version"], name, "version");
+  auto cai = py::reinterpret_borrow<py::dict>(cai_obj);
+  const std::pair<PyObject*, const char*> required[] = {
+      {n.shape, "shape"}, {n.typestr, "typestr"}, {n.data, "data"}, {n.version, "version"}};
+  for (const auto& [key, text] : required)
+    if (!cai_item(cai, key))
+      throw py::value_error(arg(name) + ".__cuda_array_interface__ lacks the required key '" + text + "'");
+  int64_t version = as_int(cai_item(cai, n.version), name, "version");
   if (version < 2 || version > 3)
     throw py::value_error(arg(name) + ".__cuda_array_interface__ has version " + std::to_string(version) +
                           "; gpufilt reads versions 2 and 3");
-  if (cai.contains("mask") && !cai["mask"].is_none())
+  py::handle mask = cai_item(cai, n.mask);
+  if (mask && !mask.is_none())
     throw py::value_error(arg(name) + ".__cuda_array_interface__ has a mask; masked arrays are not supported");
-  if (!py::isinstance<py::str>(cai["typestr"]))
+  py::handle typestr = cai_item(cai, n.typestr);
+  if (!PyUnicode_Check(typestr.ptr()))
     throw py::type_error(arg(name) + ".__cuda_array_interface__['typestr'] must be a str");
-  a.desc.dtype = dtype_from_typestr(cai["typestr"].cast<std::string>(), name);
+  Py_ssize_t typestr_length = 0;
+  const char* typestr_utf8 = PyUnicode_AsUTF8AndSize(typestr.ptr(), &typestr_length);
+  if (!typestr_utf8) throw py::error_already_set();
+  a.desc.dtype = dtype_from_typestr(typestr_utf8, typestr_length, name);
 
-  py::tuple shape = as_tuple(cai["shape"], name, "shape");
+  py::tuple shape = as_tuple(cai_item(cai, n.shape), name, "shape");
   int64_t ndim = (int64_t)shape.size();
   if (ndim > kMaxDims)
     throw py::value_error(arg(name) + " has " + std::to_string(ndim) + " dimensions; gpufilt accepts 0 to " +
                           std::to_string(kMaxDims));
   int64_t dims[kMaxDims], strides[kMaxDims];
-  for (int64_t i = 0; i < ndim; ++i) dims[i] = as_int(shape[i], name, "shape");
-  bool has_strides = cai.contains("strides") && !cai["strides"].is_none();
+  for (int64_t i = 0; i < ndim; ++i) dims[i] = as_int(PyTuple_GET_ITEM(shape.ptr(), i), name, "shape");
+  py::handle strides_item = cai_item(cai, n.strides);
+  const bool has_strides = strides_item && !strides_item.is_none();
   if (has_strides) {
-    py::tuple st = as_tuple(cai["strides"], name, "strides");
+    py::tuple st = as_tuple(strides_item, name, "strides");
     if ((int64_t)st.size() != ndim)
       throw py::value_error(arg(name) + ".__cuda_array_interface__['strides'] has " + std::to_string(st.size()) +
                             " entries for " + std::to_string(ndim) + " dimensions");
-    for (int64_t i = 0; i < ndim; ++i) strides[i] = as_int(st[i], name, "strides");
+    for (int64_t i = 0; i < ndim; ++i) strides[i] = as_int(PyTuple_GET_ITEM(st.ptr(), i), name, "strides");
   }
   set_geometry(a.desc, ndim, dims, has_strides ? strides : nullptr, name);
 
-  py::tuple data = as_tuple(cai["data"], name, "data");
+  py::tuple data = as_tuple(cai_item(cai, n.data), name, "data");
   if (data.size() != 2)
     throw py::value_error(arg(name) + ".__cuda_array_interface__['data'] must be (pointer, read_only)");
-  int64_t ptr = as_int(data[0], name, "data");
+  int64_t ptr = as_int(PyTuple_GET_ITEM(data.ptr(), 0), name, "data");
   if (ptr == 0 && a.desc.size() != 0)
     throw py::value_error(arg(name) + ".__cuda_array_interface__ has a null pointer for a non-empty array");
   a.desc.data = reinterpret_cast<char*>(static_cast<intptr_t>(ptr));
-  a.readonly = py::bool_(data[1]);
+  const int readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data.ptr(), 1));
+  if (readonly < 0) throw py::error_already_set();
+  a.readonly = readonly != 0;
 
-  if (cai.contains("stream") && !cai["stream"].is_none()) {
-    int64_t stream = as_int(cai["stream"], name, "stream");
+  py::handle stream_item = cai_item(cai, n.stream);
+  if (stream_item && !stream_item.is_none()) {
+    int64_t stream = as_int(stream_item, name, "stream");
     if (stream == 0)
       throw py::value_error(arg(name) + ".__cuda_array_interface__['stream'] is 0, which the protocol disallows");
     a.producer_stream = stream;
@@ -295,30 +397,40 @@ void import_cai(ImportedArray& a, py::handle obj, const char* name, const Import
 
 // ------------------------------------------------------- buffer protocol ----
 
+// A struct-module format such as "<f" or "Zd" (one item) and its item size.
 DType dtype_from_format(const char* format, int64_t item, const char* name) {
-  std::string f = format ? format : "B";
-  std::string what = "'" + f + "' (buffer format)";
-  size_t i = 0;
-  if (i < f.size() && (f[i] == '@' || f[i] == '=' || f[i] == '<' || f[i] == '>' || f[i] == '!')) {
-    bool big = f[i] == '>' || f[i] == '!';
-    ++i;
+  const char* f = format ? format : "B";
+  auto what = [&] { return "'" + std::string(f) + "' (buffer format)"; };
+  const char* code = f;
+  if (*code && std::strchr("@=<>!", *code)) {
+    const bool big = *code == '>' || *code == '!';
+    ++code;
     if (big && item > 1)
-      throw py::type_error(arg(name) + " has non-native (big-endian) byte order " + what +
+      throw py::type_error(arg(name) + " has non-native (big-endian) byte order " + what() +
                            "; gpufilt accepts native byte order only");
   }
-  std::string code = f.substr(i);
-  if (code == "?") return dtype_from_kind('b', item, name, what);
-  if (code.size() == 1 && std::strchr("bhilq", code[0])) return dtype_from_kind('i', item, name, what);
-  if (code.size() == 1 && std::strchr("BHILQ", code[0])) return dtype_from_kind('u', item, name, what);
-  if (code == "n") return dtype_from_kind('i', item, name, what);
-  if (code == "N") return dtype_from_kind('u', item, name, what);
-  if (code == "e" || code == "f" || code == "d") return dtype_from_kind('f', item, name, what);
-  if (code == "Zf" || code == "Zd") return dtype_from_kind('c', item, name, what);
-  unsupported_dtype(name, what);
+  char kind = 0;
+  if (code[0] && !code[1]) {  // one character
+    if (code[0] == '?') kind = 'b';
+    else if (std::strchr("bhilqn", code[0])) kind = 'i';
+    else if (std::strchr("BHILQN", code[0])) kind = 'u';
+    else if (std::strchr("efd", code[0])) kind = 'f';
+  } else if (code[0] == 'Z' && (code[1] == 'f' || code[1] == 'd') && !code[2]) {
+    kind = 'c';
+  }
+  DType dtype;
+  if (!kind || !dtype_of_kind(kind, item, dtype)) unsupported_dtype(name, what());
+  return dtype;
+}
+
+void release_buffer(void* view) {
+  PyBuffer_Release(static_cast<Py_buffer*>(view));
+  delete static_cast<Py_buffer*>(view);
 }
 
 void import_buffer(ImportedArray& a, py::handle obj, const char* name, Access access) {
-  auto view = std::make_shared<Py_buffer>();
+  // On the heap: exporters may point shape at the view's own len field.
+  auto view = std::make_unique<Py_buffer>();
   int flags = PyBUF_RECORDS_RO | (access == Access::Write ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(obj.ptr(), view.get(), flags) != 0) {
     PyErr_Clear();
@@ -334,23 +446,24 @@ void import_buffer(ImportedArray& a, py::handle obj, const char* name, Access ac
                          " is not an array: gpufilt accepts objects with __dlpack__, "
                          "__cuda_array_interface__ or the buffer protocol");
   }
-  a.release = std::shared_ptr<void>(view.get(), [view](void*) { PyBuffer_Release(view.get()); });
-  a.desc.dtype = dtype_from_format(view->format, view->itemsize, name);
+  const Py_buffer* v = view.get();
+  a.release = Release(release_buffer, view.release());
+  a.desc.dtype = dtype_from_format(v->format, v->itemsize, name);
   int64_t shape[kMaxDims], strides[kMaxDims];
-  if (view->ndim > kMaxDims)
+  if (v->ndim > kMaxDims)
     throw py::value_error(arg(name) + " has too many dimensions");
-  if (view->suboffsets)
+  if (v->suboffsets)
     throw py::type_error(arg(name) + " is an indirect (PIL-style) buffer with suboffsets; gpufilt reads "
                          "strided buffers only");
   // Exporters may leave shape NULL (one dimension) and strides NULL (C order).
-  for (int i = 0; i < view->ndim; ++i) {
-    shape[i] = view->shape ? view->shape[i] : view->len / view->itemsize;
-    strides[i] = view->strides ? view->strides[i] : 0;
+  for (int i = 0; i < v->ndim; ++i) {
+    shape[i] = v->shape ? v->shape[i] : v->len / v->itemsize;
+    strides[i] = v->strides ? v->strides[i] : 0;
   }
-  set_geometry(a.desc, view->ndim, shape, view->strides ? strides : nullptr, name);
-  a.desc.data = static_cast<char*>(view->buf);
+  set_geometry(a.desc, v->ndim, shape, v->strides ? strides : nullptr, name);
+  a.desc.data = static_cast<char*>(v->buf);
   a.desc.device = Device::CPU;
-  a.readonly = view->readonly != 0;
+  a.readonly = v->readonly != 0;
   a.protocol = "buffer";
 }
 
@@ -387,7 +500,7 @@ bool import_numpy(ImportedArray& a, py::handle obj, const char* name) {
     strides[d] = arr->strides[d];
     if (strides[d] % item) return false;
   }
-  a.desc.dtype = dtype_from_kind(kind, item, name, "");
+  if (!dtype_of_kind(kind, item, a.desc.dtype)) return false;
   a.desc.device = Device::CPU;
   a.desc.device_id = 0;
   set_geometry(a.desc, arr->nd, shape, strides, name);
@@ -409,12 +522,13 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
   } else {
     // A producer's export can fail for reasons another protocol explains
     // better (numpy: big-endian, read-only without max_version): try those.
+    const Names& n = names();
     py::object dlpack_failure;
-    if (py::hasattr(obj, "__dlpack__")) {
+    if (py::object method = optional_attr(obj, n.dlpack)) {
       try {
-        py::object capsule = export_dlpack(obj, options);
+        py::object capsule = export_dlpack(obj, method, options);
         consume_capsule(a, capsule, name);
-        if (immutable_producer(obj)) a.readonly = true;
+        if (!a.readonly && immutable_producer(obj)) a.readonly = true;
       } catch (py::error_already_set& e) {
         dlpack_failure = py::str(e.value());
         a = ImportedArray{};
@@ -422,8 +536,8 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
       }
     }
     if (!*a.protocol) {
-      if (py::hasattr(obj, "__cuda_array_interface__")) {
-        import_cai(a, obj, name, options);
+      if (py::object cai = optional_attr(obj, n.cai)) {
+        import_cai(a, cai, name, options);
       } else if (PyObject_CheckBuffer(obj.ptr())) {
         import_buffer(a, obj, name, access);
       } else if (dlpack_failure) {
@@ -441,22 +555,38 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
 }
 
 py::dict describe_array(const ImportedArray& a) {
+  // Keys interned once: hashed already, and no str built per call.
+  static PyObject* const keys[] = {
+      Names::intern("protocol"), Names::intern("device"),   Names::intern("device_id"),
+      Names::intern("data"),     Names::intern("shape"),    Names::intern("strides"),
+      Names::intern("dtype"),    Names::intern("itemsize"), Names::intern("readonly"),
+      Names::intern("stream")};
+  static PyObject* const devices[] = {Names::intern("cpu"), Names::intern("cuda")};
+  static PyObject* const* const dtypes = [] {
+    static PyObject* table[kNumDTypes];
+    for (int i = 0; i < kNumDTypes; ++i) table[i] = Names::intern(dtype_name(static_cast<DType>(i)));
+    return table;
+  }();
   py::tuple shape(a.desc.ndim), strides(a.desc.ndim);
   for (int i = 0; i < a.desc.ndim; ++i) {
-    shape[i] = py::int_(a.desc.shape[i]);
-    strides[i] = py::int_(a.desc.strides[i]);
+    PyTuple_SET_ITEM(shape.ptr(), i, py::int_(a.desc.shape[i]).release().ptr());
+    PyTuple_SET_ITEM(strides.ptr(), i, py::int_(a.desc.strides[i]).release().ptr());
   }
+  const py::object values[] = {
+      py::str(a.protocol),
+      py::reinterpret_borrow<py::object>(devices[a.desc.device == Device::CPU ? 0 : 1]),
+      py::int_(a.desc.device_id),
+      py::int_(reinterpret_cast<uintptr_t>(a.desc.data)),
+      std::move(shape),
+      std::move(strides),
+      py::reinterpret_borrow<py::object>(dtypes[static_cast<int>(a.desc.dtype)]),
+      py::int_(itemsize(a.desc.dtype)),
+      py::bool_(a.readonly),
+      a.producer_stream ? py::object(py::int_(a.producer_stream)) : py::object(py::none())};
   py::dict d;
-  d["protocol"] = a.protocol;
-  d["device"] = a.desc.device == Device::CPU ? "cpu" : "cuda";
-  d["device_id"] = a.desc.device_id;
-  d["data"] = py::int_(reinterpret_cast<uintptr_t>(a.desc.data));
-  d["shape"] = shape;
-  d["strides"] = strides;
-  d["dtype"] = dtype_name(a.desc.dtype);
-  d["itemsize"] = itemsize(a.desc.dtype);
-  d["readonly"] = a.readonly;
-  d["stream"] = a.producer_stream ? py::object(py::int_(a.producer_stream)) : py::object(py::none());
+  for (size_t i = 0; i < std::size(keys); ++i) {
+    if (PyDict_SetItem(d.ptr(), keys[i], values[i].ptr()) != 0) throw py::error_already_set();
+  }
   return d;
 }
 

@@ -4,9 +4,10 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
+#include <initializer_list>
+#include <utility>
 
 #include "core/array.hpp"
 
@@ -24,6 +25,32 @@ struct ImportOptions {
   int (*pointer_device)(const void*) = nullptr;
 };
 
+// A protocol's release step (the DLPack deleter, PyBuffer_Release), run once
+// when destroyed. Move-only; a function pointer rather than a shared_ptr so
+// that an import allocates no control block.
+class Release {
+ public:
+  Release() = default;
+  Release(void (*fn)(void*), void* p) : fn_(fn), p_(p) {}
+  Release(Release&& o) noexcept : fn_(std::exchange(o.fn_, nullptr)), p_(o.p_) {}
+  Release& operator=(Release&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fn_ = std::exchange(o.fn_, nullptr);
+      p_ = o.p_;
+    }
+    return *this;
+  }
+  ~Release() { reset(); }
+  void reset() {
+    if (auto fn = std::exchange(fn_, nullptr)) fn(p_);
+  }
+
+ private:
+  void (*fn_)(void*) = nullptr;
+  void* p_ = nullptr;
+};
+
 // An imported array. Holds what keeps the memory valid (the producer object,
 // the buffer view, the DLPack deleter) until destroyed; destroy it with the
 // GIL held.
@@ -34,7 +61,23 @@ struct ImportedArray {
   // CAI v3 "stream": work on it must finish before gpufilt reads (0 = none).
   intptr_t producer_stream = 0;
   py::object owner;
-  std::shared_ptr<void> release;  // runs the protocol's release step last
+  Release release;
+};
+
+// The imported arrays of one call, as a braced list ({&a, &b}) or a pointer
+// and a count: a view, so that checking a call's arrays allocates nothing.
+class CallArrays {
+ public:
+  CallArrays(std::initializer_list<const ImportedArray*> list) : data_(list.begin()), size_(list.size()) {}
+  CallArrays(const ImportedArray* const* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const { return size_; }
+  const ImportedArray* operator[](size_t i) const { return data_[i]; }
+  const ImportedArray* const* begin() const { return data_; }
+  const ImportedArray* const* end() const { return data_ + size_; }
+
+ private:
+  const ImportedArray* const* data_;
+  size_t size_;
 };
 
 // Imports `obj` (called `name` in error messages). Access::Write refuses

@@ -20,7 +20,7 @@ struct CpuPolicy {
   ImportOptions options() const { return {}; }
   LineBackend& backend() { return backend_; }
   intptr_t stream() const { return 0; }
-  void enter(const std::vector<const ImportedArray*>&) {}
+  void enter(CallArrays) {}
   CpuBackend backend_;
 };
 

@@ -3,7 +3,7 @@
 // Host-compiled: it reaches CUDA only through src/cuda/api.hpp.
 #include <pybind11/pybind11.h>
 
-#include <memory>
+#include <optional>
 
 #include "bindings/common.hpp"
 #include "bindings/ops_array.hpp"
@@ -63,8 +63,8 @@ struct CudaPolicy {
   }
   LineBackend& backend() { return backend_; }
   intptr_t stream() const { return stream_; }
-  void enter(const std::vector<const ImportedArray*>& arrays) {
-    guard_ = std::make_unique<cuda::DeviceGuard>(arrays[0]->desc.device_id);
+  void enter(CallArrays arrays) {
+    guard_.emplace(arrays[0]->desc.device_id);
     for (const ImportedArray* a : arrays)
       if (a->producer_stream) cuda::stream_wait(a->producer_stream, stream_);
   }
@@ -72,7 +72,7 @@ struct CudaPolicy {
  private:
   intptr_t stream_;
   cuda::CudaBackend backend_;
-  std::unique_ptr<cuda::DeviceGuard> guard_;
+  std::optional<cuda::DeviceGuard> guard_;
 };
 
 }  // namespace

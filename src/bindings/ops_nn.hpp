@@ -5,8 +5,10 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "bindings/common.hpp"
 #include "core/ops_nn.hpp"
@@ -22,27 +24,34 @@ inline Pointwise parse_pointwise(const std::string& op) {
 }
 
 // Arrays of one call (reads, then the output), imported, checked to be on
-// the policy's device, and made ready (device guard, producer streams).
+// the policy's device, and made ready (device guard, producer streams). A
+// read named nullptr is left out (an optional argument the call does not
+// take). Fixed storage: a call allocates nothing on the heap here.
 template <class Policy>
 struct NnArrays {
   using Named = std::pair<py::handle, const char*>;
-  std::vector<ImportedArray> arrays;
-  NnArrays(Policy& policy, const std::vector<Named>& reads, Named write) {
-    arrays.reserve(reads.size() + 1);
-    std::vector<const char*> names;
-    for (const auto& [obj, name] : reads) {
-      arrays.push_back(import_array(obj, name, Access::Read, policy.options()));
-      names.push_back(name);
-    }
-    arrays.push_back(import_array(write.first, write.second, Access::Write, policy.options()));
-    names.push_back(write.second);
-    std::vector<const ImportedArray*> all;
-    for (const ImportedArray& a : arrays) all.push_back(&a);
-    require_device(all, names.data(), Policy::device);
-    policy.enter(all);
+  static constexpr size_t kMax = 4;  // three reads and the output at most
+  ImportedArray arrays[kMax];
+  size_t count = 0;
+  NnArrays(Policy& policy, std::initializer_list<Named> reads, Named write) {
+    const ImportOptions options = policy.options();
+    const char* names[kMax];
+    const ImportedArray* all[kMax];
+    auto add = [&](const Named& named, Access access) {
+      if (count == kMax) throw std::logic_error("NnArrays: more arrays than kMax");
+      arrays[count] = import_array(named.first, named.second, access, options);
+      names[count] = named.second;
+      all[count] = &arrays[count];
+      ++count;
+    };
+    for (const Named& read : reads)
+      if (read.second) add(read, Access::Read);
+    add(write, Access::Write);
+    require_device(CallArrays(all, count), names, Policy::device);
+    policy.enter(CallArrays(all, count));
   }
   const ArrayDesc& operator[](size_t i) const { return arrays[i].desc; }
-  const ArrayDesc& out() const { return arrays.back().desc; }
+  const ArrayDesc& out() const { return arrays[count - 1].desc; }
 };
 
 // True for grad=None or a number; otherwise grad is a 0-d array, imported
@@ -74,9 +83,7 @@ void register_nn_ops(py::module_& m) {
                            intptr_t stream) {
     const Pointwise op = parse_pointwise(op_name);
     Policy policy(stream);
-    std::vector<typename NnArrays<Policy>::Named> reads{{x, "x"}};
-    if (takes_grad(op)) reads.push_back({grad, "grad"});
-    NnArrays<Policy> a(policy, reads, {out, "out"});
+    NnArrays<Policy> a(policy, {{x, "x"}, {grad, takes_grad(op) ? "grad" : nullptr}}, {out, "out"});
     const Rows rows = plan_pointwise(op, a[0], takes_grad(op) ? a[1] : a[0], a.out());
     py::gil_scoped_release nogil;
     if constexpr (cpu) cpu_pointwise(op, rows);
@@ -112,9 +119,8 @@ void register_nn_ops(py::module_& m) {
                                          py::handle out, intptr_t stream) {
     Policy policy(stream);
     const bool scalar = is_scalar_grad(grad);
-    std::vector<typename NnArrays<Policy>::Named> reads{{logits, "logits"}, {labels, "labels"}};
-    if (!scalar) reads.push_back({grad, "grad"});
-    NnArrays<Policy> a(policy, reads, {out, "out"});
+    NnArrays<Policy> a(policy, {{logits, "logits"}, {labels, "labels"}, {grad, scalar ? nullptr : "grad"}},
+                       {out, "out"});
     const LossScale scale = loss_scale(grad, scalar ? nullptr : &a[2]);
     const Rows rows = plan_cross_entropy(a[0], a[1], axis, &a.out());
     py::gil_scoped_release nogil;

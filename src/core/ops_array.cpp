@@ -3,7 +3,7 @@
 // the data's shape only, so that results do not depend on the thread count.
 #include "core/ops_array.hpp"
 
-#include "core/cpu_backend.hpp"  // cpu_max_threads
+#include "core/parallel.hpp"
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -48,8 +48,7 @@ void copy_runs(const ArrayDesc& src, const ArrayDesc& out) {
   const int last = out.ndim - 1;
   const int64_t n = out.ndim ? out.shape[last] : 1, rows = n ? out.size() / n : 0;
   const int64_t ss = out.ndim ? src.strides[last] : 0, so = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, out.size() > 65536, [&](int64_t r) {
     int64_t os, oo;
     decode(r, std::max(last, 0), out.shape, src.strides, out.strides, os, oo);
     const char* s = src.data + os;
@@ -66,7 +65,7 @@ void copy_runs(const ArrayDesc& src, const ArrayDesc& out) {
     } else {
       for (int64_t i = 0; i < n; ++i) std::memmove(o + i * so, s + i * ss, sizeof(W));
     }
-  }
+  });
 }
 
 }  // namespace
@@ -276,30 +275,28 @@ void run_sum(const ReducePlan& p, const ArrayDesc& x, const ArrayDesc& out) {
   const int group_ndim = p.column ? p.nkeep - 1 : p.nkeep;
   std::vector<Partial<C>> partial((size_t)(p.outputs * chunks));  // [output][chunk]
   const int64_t tasks = groups * tiles * chunks;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (x.size() > 65536)
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallel_for(tasks, x.size() > 65536, [&](int64_t t) {
     const int64_t c = t % chunks, tile = t / chunks % tiles, g = t / chunks / tiles;
     int64_t xoff, unused;
     decode(g, group_ndim, p.keep_shape, p.keep_x, nullptr, xoff, unused);
     const int64_t lo = c * chunk, hi = std::min(p.reduced, lo + chunk);
     if (!p.column) {
       partial[(size_t)(g * chunks + c)] = sum_range<T, C>(p, x.data + xoff, lo, hi);
-      continue;
+      return;
     }
     const int64_t first = tile * kTile;
     const int width = (int)std::min<int64_t>(kTile, lanes - first);
     Partial<C> acc[kTile] = {};
     sum_columns<T, C>(p, x.data + xoff + first * p.keep_x[p.nkeep - 1], lo, hi, width, acc);
     for (int j = 0; j < width; ++j) partial[(size_t)((g * lanes + first + j) * chunks + c)] = acc[j];
-  }
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (p.outputs * chunks > 4096)
-  for (int64_t o = 0; o < p.outputs; ++o) {
+  });
+  parallel_for(p.outputs, p.outputs * chunks > 4096, [&](int64_t o) {
     Partial<C> total{};
     for (int64_t c = 0; c < chunks; ++c) accumulate(total, finish(partial[(size_t)(o * chunks + c)]));
     int64_t unused, ooff;
     decode(o, p.nkeep, p.keep_shape, p.keep_x, p.keep_out, unused, ooff);
     store_sum<C>(out.dtype, out.data + ooff, total);
-  }
+  });
 }
 
 template <DType T>
@@ -402,8 +399,7 @@ void gather_runs(const GatherPlan& p, const ArrayDesc& out) {
   const int64_t len = out.ndim ? out.shape[last] : 1, rows = len ? out.size() / len : 0, n = p.axis_length;
   const int64_t ss = out.ndim ? p.source.strides[last] : 0, is = out.ndim ? p.index.strides[last] : 0,
                 os = out.ndim ? out.strides[last] : 0;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (out.size() > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, out.size() > 65536, [&](int64_t r) {
     int64_t so, oo, io, unused;
     decode(r, std::max(last, 0), out.shape, p.source.strides, out.strides, so, oo);
     decode(r, std::max(last, 0), out.shape, p.index.strides, nullptr, io, unused);
@@ -417,7 +413,7 @@ void gather_runs(const GatherPlan& p, const ArrayDesc& out) {
       for (int64_t k = 0; k < len; ++k)
         std::memcpy(dst + k * os, src + k * ss + load_index<T>(idx + k * is, n) * p.axis_stride, sizeof(W));
     }
-  }
+  });
 }
 
 template <DType T>

@@ -3,7 +3,7 @@
 // pointwise ops, so one long contiguous array still uses every core).
 #include "core/ops_nn.hpp"
 
-#include "core/cpu_backend.hpp"  // cpu_max_threads
+#include "core/parallel.hpp"
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -14,22 +14,31 @@ namespace {
 constexpr int64_t kTile = 4096;          // pointwise elements per OpenMP work item
 constexpr int64_t kParallelWork = 32768;  // below this, threads cost more than they save
 
-void require(bool ok, const std::string& message) {
+// Checks run on every call: a literal message, so that passing builds no
+// std::string (messages built from values are built only on failure).
+void require(bool ok, const char* message) {
   if (!ok) throw std::invalid_argument(message);
+}
+
+void require_float(DType t, const char* name) {
+  if (!is_nn_float(t))
+    throw std::invalid_argument(std::string(name) + " has dtype " + dtype_name(t) + "; a float dtype is needed");
 }
 
 // `out` may be the very array `in` (in place) but not a shifted view of it:
 // rows would then read elements another row already wrote.
 void require_no_partial_overlap(const ArrayDesc& in, const char* in_name, const ArrayDesc& out) {
-  require(!may_overlap(in, out) || same_layout(in, out),
-          std::string("out overlaps ") + in_name +
-              " without being the same array; pass the same array (in place) or one that shares no memory");
+  if (may_overlap(in, out) && !same_layout(in, out))
+    throw std::invalid_argument(std::string("out overlaps ") + in_name +
+                                " without being the same array; pass the same array (in place) or one that "
+                                "shares no memory");
 }
 
 int normalize_axis(int axis, int ndim, const char* what) {
   const int n = ndim > 0 ? ndim : 1;  // a 0-d array takes axis 0 or -1, as torch
-  require(axis >= -n && axis < n, "axis " + std::to_string(axis) + " is out of bounds for " + what + " of " +
-                                      std::to_string(ndim) + " dimensions");
+  if (axis < -n || axis >= n)
+    throw std::invalid_argument("axis " + std::to_string(axis) + " is out of bounds for " + what + " of " +
+                                std::to_string(ndim) + " dimensions");
   return axis < 0 ? axis + n : axis;
 }
 
@@ -106,8 +115,7 @@ void pointwise_tiles(const Rows& r) {
   using A = acc_t<T>;
   const int64_t tiles_per_row = (r.length + kTile - 1) / kTile;
   const int64_t tiles = r.count * tiles_per_row;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (r.count * r.length > kParallelWork)
-  for (int64_t t = 0; t < tiles; ++t) {
+  parallel_for(tiles, r.count * r.length > kParallelWork, [&](int64_t t) {
     const int64_t row = t / tiles_per_row, begin = t % tiles_per_row * kTile;
     const int64_t end = std::min(r.length, begin + kTile);
     int64_t off[kRowArrays];
@@ -120,7 +128,7 @@ void pointwise_tiles(const Rows& r) {
       const A gv = takes_grad(Op) ? ld<T>(g + j * r.step[1]) : A(0);
       st<T>(o + j * r.step[2], pointwise_apply<Op>(xv, gv));
     }
-  }
+  });
 }
 
 template <DType T> struct PointwiseCpu {
@@ -145,8 +153,7 @@ template <DType T> RowStats<acc_t<T>> row_stats(const Rows& r, const int64_t* of
 template <DType T> struct SoftmaxCpu {
   static void run(const Rows& r, bool log) {
     using A = acc_t<T>;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (r.count * r.length > kParallelWork)
-    for (int64_t row = 0; row < r.count; ++row) {
+    parallel_for(r.count, r.count * r.length > kParallelWork, [&](int64_t row) {
       int64_t off[kRowArrays];
       r.locate(row, off);
       const RowStats<A> s = row_stats<T>(r, off);
@@ -159,7 +166,7 @@ template <DType T> struct SoftmaxCpu {
         const A shifted = ld<T>(x + j * r.step[0]) - s.max;
         st<T>(o + j * r.step[2], log ? shifted - log_sum : exp_of(shifted) * inv_sum);
       }
-    }
+    });
   }
 };
 
@@ -181,22 +188,20 @@ void check_index_labels(const Rows& r) {
 template <DType T> struct CrossEntropyCpu {
   static void run(const Rows& r, const ArrayDesc& loss) {
     using A = acc_t<T>;
-    double total = 0.0;  // the mean over rows is taken in double whatever T is
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) reduction(+ : total) if (r.count * r.length > kParallelWork)
-    for (int64_t row = 0; row < r.count; ++row) {
+    // The mean over rows is taken in double whatever T is.
+    const double total = parallel_sum(r.count, r.count * r.length > kParallelWork, [&](int64_t row) -> double {
       int64_t off[kRowArrays];
       r.locate(row, off);
       const char* x = r.data[0] + off[0];
       if (r.index_labels) {
         const int64_t label = load_label(r.data[1] + off[1], r.label_dtype);
-        total += row_stats<T>(r, off).index_loss(ld<T>(x + label * r.step[0]));
-        continue;
+        return row_stats<T>(r, off).index_loss(ld<T>(x + label * r.step[0]));
       }
       BlockedRowStats<A> s;
       const char* p = r.data[1] + off[1];
       for (int64_t j = 0; j < r.length; ++j) s.add(ld<T>(x + j * r.step[0]), ld<T>(p + j * r.step[1]));
-      total += s.result().probability_loss();
-    }
+      return s.result().probability_loss();
+    });
     st<T>(loss.data, (acc_t<T>)(total / (double)r.count));  // no rows: 0/0, NaN as torch's mean
   }
 };
@@ -209,8 +214,7 @@ template <DType T> struct CrossEntropyGradCpu {
   static void run(const Rows& r, double scale) {
     using A = acc_t<T>;
     const A s_row = (A)scale;
-#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) if (r.count * r.length > kParallelWork)
-    for (int64_t row = 0; row < r.count; ++row) {
+    parallel_for(r.count, r.count * r.length > kParallelWork, [&](int64_t row) {
       int64_t off[kRowArrays];
       r.locate(row, off);
       const RowStats<A> s = row_stats<T>(r, off);
@@ -224,7 +228,7 @@ template <DType T> struct CrossEntropyGradCpu {
         const A softmax = exp_of(ld<T>(x + j * r.step[0]) - s.max) * inv_sum;
         st<T>(o + j * r.step[2], (softmax - target) * s_row);
       }
-    }
+    });
   }
 };
 
@@ -235,7 +239,7 @@ bool is_nn_float(DType t) { return is_float_dtype(t); }
 // ------------------------------------------------------------------- plans
 
 Rows plan_pointwise(Pointwise op, const ArrayDesc& x, const ArrayDesc& grad, const ArrayDesc& out) {
-  require(is_nn_float(x.dtype), std::string("x has dtype ") + dtype_name(x.dtype) + "; a float dtype is needed");
+  require_float(x.dtype, "x");
   require(out.dtype == x.dtype && same_shape(x, out), "out must have the shape and dtype of x");
   const ArrayDesc& g = takes_grad(op) ? grad : x;
   require(g.dtype == x.dtype && same_shape(x, g), "grad must have the shape and dtype of x");
@@ -266,7 +270,7 @@ Rows plan_pointwise(Pointwise op, const ArrayDesc& x, const ArrayDesc& grad, con
 }
 
 Rows plan_softmax(const ArrayDesc& x, const ArrayDesc& out, int axis) {
-  require(is_nn_float(x.dtype), std::string("x has dtype ") + dtype_name(x.dtype) + "; a float dtype is needed");
+  require_float(x.dtype, "x");
   require(out.dtype == x.dtype && same_shape(x, out), "out must have the shape and dtype of x");
   require_no_partial_overlap(x, "x", out);
   axis = normalize_axis(axis, x.ndim, "x");
@@ -279,8 +283,7 @@ Rows plan_softmax(const ArrayDesc& x, const ArrayDesc& out, int axis) {
 }
 
 Rows plan_cross_entropy(const ArrayDesc& logits, const ArrayDesc& labels, int axis, const ArrayDesc* out) {
-  require(is_nn_float(logits.dtype),
-          std::string("logits has dtype ") + dtype_name(logits.dtype) + "; a float dtype is needed");
+  require_float(logits.dtype, "logits");
   require(logits.ndim >= 1, "logits must have a class axis (at least one dimension)");
   axis = normalize_axis(axis, logits.ndim, "logits");
   require(logits.shape[axis] > 0, "logits has no classes (its class axis has length 0)");

@@ -1,12 +1,17 @@
 // CPU work on OpenMP threads only where there is enough of it to share.
+//
+// libgomp sets up a thread team even for a region an `if (false)` clause
+// keeps serial (an allocation and a futex system call, about a microsecond):
+// most of a call on a tiny array. So small work never enters a region.
 #pragma once
+#include <cstdint>
+
+#include "core/cpu_backend.hpp"  // cpu_max_threads
 
 namespace gpufilt {
 
 // Calls `region` inside `#pragma omp parallel num_threads(threads)` when
-// `parallel`, else directly on the calling thread. A region kept serial by an
-// `if (false)` clause still costs libgomp a futex system call (about a
-// microsecond), most of a filter call on a tiny array. `region` may hold
+// `parallel`, else directly on the calling thread. `region` may hold
 // orphaned worksharing loops (`#pragma omp for`): outside a parallel region
 // they run every iteration on the calling thread.
 template <class Region>
@@ -22,6 +27,31 @@ void parallel_region(bool parallel, int threads, const Region& region) {
   (void)threads;
 #endif
   region();
+}
+
+// body(i) for i in [0, n): on OpenMP threads when `parallel`, else on the
+// calling thread.
+template <class Body>
+void parallel_for(int64_t n, bool parallel, const Body& body) {
+  if (parallel) {
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static)
+    for (int64_t i = 0; i < n; ++i) body(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
+// The sum over i in [0, n) of body(i) (a double), split as parallel_for.
+template <class Body>
+double parallel_sum(int64_t n, bool parallel, const Body& body) {
+  double total = 0.0;
+  if (parallel) {
+#pragma omp parallel for num_threads(cpu_max_threads()) schedule(static) reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i) total += body(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) total += body(i);
+  }
+  return total;
 }
 
 }  // namespace gpufilt

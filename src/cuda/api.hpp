@@ -59,7 +59,8 @@ class DeviceGuard {
 };
 
 // Orders `consumer` after all work enqueued so far on `producer` (event
-// record + stream wait; the host never blocks). No-op when they are equal.
+// record + stream wait; the host never blocks). No-op when they are the same
+// stream (0 and 1 both name the legacy default stream in a normal build).
 void stream_wait(intptr_t producer, intptr_t consumer);
 
 // Device that owns a device pointer, or -1 for host / unknown memory.

@@ -29,6 +29,11 @@ inline cudaStream_t as_stream(intptr_t stream) {
 // Multiprocessors of the current device, asked of the runtime once per device.
 int multiprocessors();
 
+// Blocks of `kernel` (at `threads` a block, no dynamic shared memory) that fit
+// on one multiprocessor of the current device: cudaOccupancy... asked once
+// per kernel and device, as the answer never changes (it costs microseconds).
+int resident_blocks_per_sm(const void* kernel, int threads);
+
 // Stream-ordered device memory for a call's temporaries, on the current
 // device, from gpufilt's own pool of it (cudaMallocAsync's default pool while
 // the stream is being captured: the graph owns the allocation then). Unlike

@@ -771,8 +771,7 @@ template <DType T> RowKernel held_kernel(RowOp op, const RowPath& path) {
 // registers allow fewer than kBlocksPerSM), so that no late partial wave
 // leaves SMs idle at the end. At most row_blocks(r).
 int resident_grid(RowKernel kernel, const Rows& r) {
-  int per_sm = 0;
-  GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  const int per_sm = resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads);
   return std::max(1, std::min(row_blocks(r), multiprocessors() * std::max(per_sm, 1)));
 }
 

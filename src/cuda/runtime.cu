@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "cuda/api.hpp"
 #include "cuda/check.cuh"
@@ -114,6 +116,24 @@ int multiprocessors() {
   return n;
 }
 
+int resident_blocks_per_sm(const void* kernel, int threads) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int>, int> known;  // (kernel, threads, device)
+  int device = 0;
+  GF_CUDA_CHECK(cudaGetDevice(&device));
+  const auto key = std::make_tuple(kernel, threads, device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = known.find(key);
+    if (it != known.end()) return it->second;
+  }
+  int blocks = 0;
+  GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, blocks);
+  return blocks;
+}
+
 cudaError_t allocate_temporary(void** ptr, size_t bytes, cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
@@ -143,8 +163,25 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
 }
 
+namespace {
+
+// One stream whatever handle names it: 0 is the default stream, which is the
+// legacy stream (handle 1, cudaStreamLegacy, what CuPy's CAI exports for its
+// null stream) in a normal build and the per-thread stream (handle 2) when
+// built with --default-stream per-thread. Work on one stream is already
+// ordered, so a wait between two names of it would only cost an event (5 us).
+intptr_t canonical_stream(intptr_t stream) {
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  return stream == 0 ? 2 : stream;
+#else
+  return stream == 0 ? 1 : stream;
+#endif
+}
+
+}  // namespace
+
 void stream_wait(intptr_t producer, intptr_t consumer) {
-  if (producer == consumer) return;
+  if (canonical_stream(producer) == canonical_stream(consumer)) return;
   cudaEvent_t event;
   GF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   // The wait captures the event's state now, so the event can go at once;
