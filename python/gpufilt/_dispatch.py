@@ -250,7 +250,10 @@ def allocate_like(src: Operand, dtype, shape=None):
     dtype = np.dtype(dtype)
     if src.device == "cuda":
         cupy = _import_cupy(src)
-        with cupy.cuda.Device(src.device_id if src.device_id >= 0 else cupy.cuda.Device().id):
+        current = cupy.cuda.runtime.getDevice()
+        if src.device_id < 0 or src.device_id == current:  # no device switch (a microsecond or two)
+            return cupy.empty(shape, dtype=dtype)
+        with cupy.cuda.Device(src.device_id):
             return cupy.empty(shape, dtype=dtype)
     return np.empty(shape, dtype=dtype)
 
