@@ -64,13 +64,16 @@ constexpr int kTile = 8;
 #endif
 
 // Calls body(j, tiles, v) for tiles [j, j + width) covering [0, count), where
-// v is a value-initialised vector type: kTile vectors, then single elements.
+// v is a value-initialised vector type: kTile vectors, then single vectors,
+// then single elements.
 template <class E, int Bytes, class Body>
 inline void for_tiles(int64_t count, Body&& body) {
   using V = typename Simd<E, Bytes>::V;
-  constexpr int64_t width = kTile * (int64_t)(sizeof(V) / sizeof(E));
+  constexpr int64_t lanes = sizeof(V) / sizeof(E), width = kTile * lanes;
   int64_t j = 0;
   for (; j + width <= count; j += width) body(j, std::integral_constant<int, kTile>{}, V{});
+  if constexpr (lanes > 1)
+    for (; j + lanes <= count; j += lanes) body(j, std::integral_constant<int, 1>{}, V{});
   for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, E{});
 }
 
@@ -505,6 +508,7 @@ class PlaneWorker {
     cval_row_.assign(c.nx, (E)c.cval);
     rows_.resize(taps);
     e_rows_.resize(taps);
+    taps_row_.resize(taps);
     if (c.has_across) {
       wanted_.resize(c.across.taps);
       if (uses_ring()) {
@@ -579,13 +583,30 @@ class PlaneWorker {
           taps[k] = q < 0 ? nullptr : src.row(q);
         }
         filter_row(taps.data(), nx, rp, dst.row(y));
-      } else {  // the row extended in E, then filtered
-        std::copy(src.row(y), src.row(y) + nx, ext_.data() + p.left);
-        extend_line(ext_.data(), nx, p.left, p.taps - 1 - p.left, p.mode, c_.cval);
-        for (int64_t k = 0; k < p.taps; ++k) e_rows_[k] = ext_.data() + k;
-        from_e_(e_rows_.data(), nx, rp, dst.row(y));
+      } else {
+        along_row(p, rp, src.row(y), dst.row(y));
       }
     }
+  }
+
+  // A pass along one row: outputs whose taps all lie in the row read it in
+  // place; those near its ends read the row extended, in E (cval in full).
+  void along_row(const PlanePass<E>& p, const RowPass<E>& rp, const S* src, S* dst) {
+    const int64_t nx = c_.nx, left = p.left, right = p.taps - 1 - left;
+    auto extended = [&](int64_t first, int64_t count) {  // outputs [first, first + count)
+      for (int64_t m = 0; m < count + p.taps - 1; ++m) {
+        const int64_t q = border_index(first - left + m, nx, p.mode);
+        ext_[m] = q < 0 ? (E)c_.cval : (E)src[q];
+      }
+      for (int64_t k = 0; k < p.taps; ++k) e_rows_[k] = ext_.data() + k;
+      from_e_(e_rows_.data(), count, rp, dst + first);
+    };
+    const int64_t inside = nx - p.taps + 1;  // outputs [left, nx - right)
+    if (inside < 8) return extended(0, nx);
+    extended(0, left);
+    for (int64_t k = 0; k < p.taps; ++k) taps_row_[k] = src + k;
+    direct_(taps_row_.data(), inside, rp, dst + left);
+    extended(nx - right, right);
   }
 
   // `passes` from `src` into output plane z, through the buffers a_ and b_.
@@ -649,7 +670,7 @@ class PlaneWorker {
   std::vector<S> a_, b_, ring_;
   std::vector<E> ext_, cval_row_;
   std::vector<int64_t> tags_, wanted_;
-  std::vector<const S*> slots_, taps_;
+  std::vector<const S*> slots_, taps_, taps_row_;
   std::vector<const E*> rows_, e_rows_;
 };
 
