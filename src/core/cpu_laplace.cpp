@@ -108,6 +108,7 @@ struct LaplaceRows {
     const bool unit = in_stride == (int64_t)sizeof(S) && n > 2;  // rows read in place
     const Span fast = span_kernel<ND>();
     const int threads = cpu_max_threads();
+    const int64_t grain = std::max<int64_t>(1, n0 * n1 / (16 * threads));
 
 #pragma omp parallel num_threads(threads) if (threads > 1 && in.size() > 32768)
     {
@@ -116,9 +117,10 @@ struct LaplaceRows {
       std::vector<double> centre(n + 2), lo_rows[2], hi_rows[2];
       for (int k = 0; k < n_outer; ++k) lo_rows[k].resize(n), hi_rows[k].resize(n);
       std::vector<S> buffer(n);
-      // Rows in C order of (outer[0], outer[1]), a contiguous range per
-      // thread: neighbouring rows stay in cache.
-#pragma omp for schedule(static)
+      // Rows in C order of (outer[0], outer[1]), in dynamic runs of
+      // neighbouring rows (about 16 per thread): their neighbours stay in
+      // cache, and a thread that the OS preempts does not hold up the others.
+#pragma omp for schedule(dynamic, grain)
       for (int64_t r = 0; r < n0 * n1; ++r) {
         const int64_t index[2] = {r / n1, r % n1};
         const char* src = in.data;
