@@ -711,9 +711,11 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   c.read_direct = rows_in_place<S>(in, march, c.outer, c.inner);
   c.write_direct = rows_in_place<S>(out, march, c.outer, c.inner);
   c.cval = cval;
-  // Contiguous runs of planes, two per thread: a run's first planes of the
-  // ring are computed twice, so runs stay long.
-  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, 2 * threads) : 1;
+  // Contiguous runs of planes, taken dynamically: a thread that the OS
+  // preempts does not hold up the others. With a ring, a run's first planes
+  // are computed twice: two runs per thread; without, about sixteen.
+  const bool ring = c.has_across && (!c.before.empty() || !c.read_direct);
+  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, (ring ? 2 : 16) * threads) : 1;
 #pragma omp parallel num_threads(threads) if (runs > 1)
   {
     PlaneWorker<S, E> worker(c);
