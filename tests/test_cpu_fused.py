@@ -92,6 +92,16 @@ def test_chain_per_axis_modes_and_cval(name, rng):
     check_chain(name, x, *args, mode=["constant", "wrap", "constant"], cval=1.1)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "constant", "wrap"])
+@pytest.mark.parametrize("size,origin", [(4, 1), (5, -2), (9, 0), (17, 3)])
+@pytest.mark.parametrize("shape", [(9, 60, 70), (61, 30, 30)])
+def test_uniform_across_planes_two_at_a_time(shape, size, origin, mode, rng):
+    """float32 window means across planes are computed for two output planes
+    at once (odd and even plane counts, runs split between threads)."""
+    x = random_array(rng, shape, "float32")
+    check_chain("uniform_filter", x, size, mode=mode, cval=1.1, origin=origin)
+
+
 def test_chain_output_forms(rng):
     """An output array of other strides is written in place; another dtype,
     an overlapping output and 4-D arrays go pass by pass."""

@@ -224,6 +224,37 @@ void window_mean_rows(Taps ext, int64_t count, int64_t size, float* res) {
   });
 }
 
+// Two neighbouring window means at once, each summed as window_mean_rows
+// sums it: res0 over rows [0, size), res1 over rows [1, size], every row
+// loaded once (a pass across planes reads its rows from beyond L2).
+template <int Bytes>
+void window_mean_pair(const float* const* rows, int64_t count, int64_t size, float* res0, float* res1) {
+  const float divisor = (float)size;
+  for_tiles<float, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
+    using V = decltype(v);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(float);
+    V a[N], b[N];
+    for (int t = 0; t < N; ++t) {
+      a[t] = load_as<V>(rows[0] + j + t * step);
+      b[t] = load_as<V>(rows[1] + j + t * step);
+      a[t] += b[t];
+    }
+    for (int64_t k = 2; k < size; ++k)
+      for (int t = 0; t < N; ++t) {
+        const V x = load_as<V>(rows[k] + j + t * step);
+        a[t] += x;
+        b[t] += x;
+      }
+    for (int t = 0; t < N; ++t) {
+      b[t] += load_as<V>(rows[size] + j + t * step);
+      a[t] = a[t] / divisor;
+      b[t] = b[t] / divisor;
+    }
+    std::memcpy(res0 + j, a, sizeof a);
+    std::memcpy(res1 + j, b, sizeof b);
+  });
+}
+
 // Minimum or maximum over each window of `size`, with scipy's comparison
 // (a later value replaces the running one only if strictly smaller/larger).
 template <bool Minimum, int Bytes, class E, class Taps>
@@ -341,6 +372,26 @@ FilterSpan<Src, E, D> span_kernel() {
   }
 #endif
   return &filter_span<Src, E, D, 16>;
+}
+
+using MeanPair = void (*)(const float* const*, int64_t, int64_t, float*, float*);
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"), flatten)) void window_mean_pair_avx2(const float* const* rows, int64_t count,
+                                                                   int64_t size, float* res0, float* res1) {
+  window_mean_pair<32>(rows, count, size, res0, res1);
+}
+#endif
+
+MeanPair mean_pair_kernel() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  if (avx2) return &window_mean_pair_avx2;
+#endif
+  return &window_mean_pair<16>;
 }
 
 }  // namespace
@@ -510,7 +561,10 @@ class PlaneWorker {
     e_rows_.resize(taps);
     taps_row_.resize(taps);
     if (c.has_across) {
-      wanted_.resize(c.across.taps);
+      pairs_ = std::is_same_v<S, float> && std::is_same_v<E, float> && c.across.kind == LineKind::Uniform &&
+               c.across.taps >= 4 && !uses_ring();
+      if (pairs_) next_.resize(plane_);
+      wanted_.resize(c.across.taps + 1);
       if (uses_ring()) {
         ring_.resize(c.across.taps * plane_);
         tags_.assign(c.across.taps, -1);
@@ -521,7 +575,7 @@ class PlaneWorker {
 
   void planes(int64_t z0, int64_t z1) {
     for (int64_t z = z0; z < z1; ++z) {
-      if (c_.has_across) across_plane(z);
+      if (c_.has_across) across_plane(z, z1);
       else finish_plane(z, first_source(z), c_.after);
     }
   }
@@ -630,7 +684,8 @@ class PlaneWorker {
     int64_t s = std::find(tags_.begin(), tags_.end(), q) - tags_.begin();
     if (s < taps) return ring_.data() + s * plane_;
     s = 0;  // an empty slot, or one that no tap of this output plane reads
-    while (tags_[s] >= 0 && std::find(wanted_.begin(), wanted_.end(), tags_[s]) != wanted_.end()) ++s;
+    const auto wanted_end = wanted_.begin() + taps;  // (no ring in pairs)
+    while (tags_[s] >= 0 && std::find(wanted_.begin(), wanted_end, tags_[s]) != wanted_end) ++s;
     tags_[s] = q;
     S* slot = ring_.data() + s * plane_;
     const size_t m = c_.before.size();
@@ -643,31 +698,54 @@ class PlaneWorker {
     return slot;
   }
 
-  void across_plane(int64_t z) {
+  // Output plane z: the march pass, then the passes after it. A float
+  // window mean read in place computes planes z and z + 1 together (their
+  // windows share all rows but two) while z + 1 is in the run.
+  void across_plane(int64_t z, int64_t z1) {
     const PlanePass<E>& p = c_.across;
-    for (int64_t k = 0; k < p.taps; ++k) wanted_[k] = border_index(z - p.left + k, c_.nz, p.mode);
-    if (uses_ring())
-      for (int64_t k = 0; k < p.taps; ++k) slots_[k] = wanted_[k] < 0 ? nullptr : ring_plane(wanted_[k]);
     const bool last = c_.after.empty();
-    const PlaneRows<S> dst = last && c_.write_direct ? rows_of(*c_.out, z) : buffer(a_.data());
-    const RowPass<E> rp = p.row_pass();
-    taps_.resize(p.taps);
-    for (int64_t y = 0; y < c_.ny; ++y) {
-      for (int64_t k = 0; k < p.taps; ++k)
-        taps_[k] = wanted_[k] < 0 ? nullptr
-                   : uses_ring() ? slots_[k] + y * c_.nx
-                                 : rows_of(*c_.in, wanted_[k]).row(y);
-      filter_row(taps_.data(), c_.nx, rp, dst.row(y));
+    if (pending_ == z) {  // computed with plane z - 1, into next_ (or the output)
+      a_.swap(next_);
+      pending_ = -1;
+    } else {
+      const bool pair = pairs_ && z + 1 < z1;
+      const int64_t taps = p.taps + (pair ? 1 : 0);
+      for (int64_t k = 0; k < taps; ++k) wanted_[k] = border_index(z - p.left + k, c_.nz, p.mode);
+      if (uses_ring())
+        for (int64_t k = 0; k < taps; ++k) slots_[k] = wanted_[k] < 0 ? nullptr : ring_plane(wanted_[k]);
+      const PlaneRows<S> dst = last && c_.write_direct ? rows_of(*c_.out, z) : buffer(a_.data());
+      const PlaneRows<S> dst1 = last && c_.write_direct ? rows_of(*c_.out, z + 1) : buffer(next_.data());
+      const RowPass<E> rp = p.row_pass();
+      taps_.resize(taps);
+      for (int64_t y = 0; y < c_.ny; ++y) {
+        for (int64_t k = 0; k < taps; ++k)
+          taps_[k] = wanted_[k] < 0 ? nullptr
+                     : uses_ring() ? slots_[k] + y * c_.nx
+                                   : rows_of(*c_.in, wanted_[k]).row(y);
+        if constexpr (std::is_same_v<S, float> && std::is_same_v<E, float>) {
+          if (pair) {
+            for (int64_t k = 0; k < taps; ++k)
+              if (!taps_[k]) taps_[k] = cval_row_.data();
+            mean_pair_(taps_.data(), c_.nx, p.size, dst.row(y), dst1.row(y));
+            continue;
+          }
+        }
+        filter_row(taps_.data(), c_.nx, rp, dst.row(y));
+      }
+      if (pair) pending_ = z + 1;
     }
-    if (last && !c_.write_direct) store_plane(a_.data(), z);
     if (!last) finish_plane(z, buffer(a_.data()), c_.after);
+    else if (!c_.write_direct) store_plane(a_.data(), z);
   }
 
   const PlaneChain<E>& c_;
   const int64_t plane_;
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S>();
-  std::vector<S> a_, b_, ring_;
+  const MeanPair mean_pair_ = mean_pair_kernel();
+  bool pairs_ = false;    // the march pass is a float window mean read in place: two planes at a time
+  int64_t pending_ = -1;  // the plane whose march pass is in next_ (or already in the output)
+  std::vector<S> a_, b_, next_, ring_;
   std::vector<E> ext_, cval_row_;
   std::vector<int64_t> tags_, wanted_;
   std::vector<const S*> slots_, taps_, taps_row_;
