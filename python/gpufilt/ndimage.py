@@ -608,12 +608,12 @@ def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
 
 
 def _laplace_in_one_pass(input, output, mode, cval, axes):
-    """laplace by the backend's one-pass kernel (CUDA, 2-D and 3-D arrays,
-    every axis, a real output of the input's dtype): the same values as the
+    """laplace by the backend's one-pass kernel (2-D and 3-D arrays, every
+    axis, a real output of the input's dtype): the same values as the
     pass-by-pass sum below, one read and one write. None when it does not
     take the case."""
     src = _filter_input(input)
-    if src.device != "cuda" or axes is not None or src.ndim not in (2, 3) or src.dtype.kind not in "biuf":
+    if axes is not None or src.ndim not in (2, 3) or src.dtype.kind not in "biuf":
         return None
     if output is not None and (_is_dtype_like(output) or output_dtype_of(output) != src.dtype):
         return None

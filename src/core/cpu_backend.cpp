@@ -65,13 +65,16 @@ constexpr int kTile = 8;
 #endif
 
 // Calls body(j, tiles, v) for tiles [j, j + width) covering [0, count), where
-// v is a value-initialised vector type: kTile vectors, then single elements.
+// v is a value-initialised vector type: kTile vectors, then single vectors,
+// then single elements.
 template <class E, int Bytes, class Body>
 inline void for_tiles(int64_t count, Body&& body) {
   using V = typename Simd<E, Bytes>::V;
-  constexpr int64_t width = kTile * (int64_t)(sizeof(V) / sizeof(E));
+  constexpr int64_t lanes = sizeof(V) / sizeof(E), width = kTile * lanes;
   int64_t j = 0;
   for (; j + width <= count; j += width) body(j, std::integral_constant<int, kTile>{}, V{});
+  if constexpr (lanes > 1)
+    for (; j + lanes <= count; j += lanes) body(j, std::integral_constant<int, 1>{}, V{});
   for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, E{});
 }
 
@@ -84,41 +87,89 @@ struct RowPass {
   int symmetry;
 };
 
-// res[j] for j < count, in scipy's summation order (see LinePass::symmetry).
-template <int Bytes, class E>
-void correlate_rows(const E* ext, int64_t count, int64_t lanes, const RowPass<E>& p, E* res) {
+// Where the kernels below find tap k of output j: at taps[k] + j. Taps
+// evenly spaced (the rows of a line buffer) or anywhere (rows of planes).
+template <class E>
+struct EvenTaps {
+  const E* base;
+  int64_t stride;
+  GF_INLINE const E* operator[](int64_t k) const { return base + k * stride; }
+};
+template <class E>
+struct TapRows {
+  const E* const* rows;
+  GF_INLINE const E* operator[](int64_t k) const { return rows[k]; }
+};
+
+// A vector V of E from as many values of S at p, converted (exactly: S is
+// E or narrower); and back to D, rounded as a scalar cast rounds.
+template <class V, class E, class S>
+GF_INLINE V load_lanes(const S* p) {
+  if constexpr (std::is_same_v<E, S>) {
+    return load_as<V>(p);
+  } else if constexpr (sizeof(V) == sizeof(E)) {
+    return (V)*p;
+  } else {
+#if defined(__GNUC__)
+    typedef S VS __attribute__((vector_size(sizeof(V) / sizeof(E) * sizeof(S))));
+    return __builtin_convertvector(load_as<VS>(p), V);
+#endif
+  }
+}
+template <class E, class V, class D>
+GF_INLINE void store_lanes(D* p, const V& v) {
+  if constexpr (std::is_same_v<E, D>) {
+    store_as(p, v);
+  } else if constexpr (sizeof(V) == sizeof(E)) {
+    *p = (D)v;
+  } else {
+#if defined(__GNUC__)
+    typedef D VD __attribute__((vector_size(sizeof(V) / sizeof(E) * sizeof(D))));
+    store_as(p, __builtin_convertvector(v, VD));
+#endif
+  }
+}
+
+// res[j] for j < count, in scipy's summation order (see LinePass::symmetry):
+// taps read as E, summed in E, results stored as D.
+template <int Bytes, class E, class Taps, class D>
+void correlate_rows(Taps ext, int64_t count, const RowPass<E>& p, D* res) {
   const E* w = p.weights;
   const int64_t taps = p.taps, c = taps / 2;
   auto symmetric = [&](auto sign) {  // sign: +1 symmetric, -1 antisymmetric, fixed at compile time
-    const E wc = w[c], *mid = ext + c * lanes;
+    const E wc = w[c];
+    const auto* mid = ext[c];
     for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
       using V = decltype(v);
       constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
       V acc[N];
-      for (int t = 0; t < N; ++t) acc[t] = load_as<V>(mid + j + t * step) * wc;
+      for (int t = 0; t < N; ++t) acc[t] = load_lanes<V, E>(mid + j + t * step) * wc;
       for (int64_t k = 0; k < c; ++k) {
-        const E wk = w[k], *lo = ext + k * lanes + j, *hi = ext + (2 * c - k) * lanes + j;
+        const E wk = w[k];
+        const auto *lo = ext[k] + j, *hi = ext[2 * c - k] + j;
         for (int t = 0; t < N; ++t) {
-          const V a = load_as<V>(lo + t * step), b = load_as<V>(hi + t * step);
+          const V a = load_lanes<V, E>(lo + t * step), b = load_lanes<V, E>(hi + t * step);
           acc[t] += (decltype(sign)::value > 0 ? a + b : a - b) * wk;
         }
       }
-      std::memcpy(res + j, acc, sizeof acc);
+      for (int t = 0; t < N; ++t) store_lanes<E>(res + j + t * step, acc[t]);
     });
   };
   if (p.symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
   if (p.symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
-  const E wl = w[taps - 1], *last = ext + (taps - 1) * lanes;
+  const E wl = w[taps - 1];
+  const auto* last = ext[taps - 1];
   for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
     V acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(last + j + t * step) * wl;
+    for (int t = 0; t < N; ++t) acc[t] = load_lanes<V, E>(last + j + t * step) * wl;
     for (int64_t k = 0; k + 1 < taps; ++k) {
-      const E wk = w[k], *src = ext + k * lanes + j;
-      for (int t = 0; t < N; ++t) acc[t] += load_as<V>(src + t * step) * wk;
+      const E wk = w[k];
+      const auto* src = ext[k] + j;
+      for (int t = 0; t < N; ++t) acc[t] += load_lanes<V, E>(src + t * step) * wk;
     }
-    std::memcpy(res + j, acc, sizeof acc);
+    for (int t = 0; t < N; ++t) store_lanes<E>(res + j + t * step, acc[t]);
   });
 }
 
@@ -159,33 +210,64 @@ void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int6
 constexpr int64_t kFloatWindow = 32;
 
 // The mean of each window of `size`, summed whole at every output.
-template <int Bytes>
-void window_mean_rows(const float* ext, int64_t count, int64_t lanes, int64_t size, float* res) {
+template <int Bytes, class Taps>
+void window_mean_rows(Taps ext, int64_t count, int64_t size, float* res) {
   const float divisor = (float)size;
   for_tiles<float, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(float);
     V acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext + j + t * step);
+    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext[0] + j + t * step);
     for (int64_t k = 1; k < size; ++k)
-      for (int t = 0; t < N; ++t) acc[t] += load_as<V>(ext + k * lanes + j + t * step);
+      for (int t = 0; t < N; ++t) acc[t] += load_as<V>(ext[k] + j + t * step);
     for (int t = 0; t < N; ++t) acc[t] = acc[t] / divisor;
     std::memcpy(res + j, acc, sizeof acc);
   });
 }
 
+// Two neighbouring window means at once, each summed as window_mean_rows
+// sums it: res0 over rows [0, size), res1 over rows [1, size], every row
+// loaded once (a pass across planes reads its rows from beyond L2).
+template <int Bytes>
+void window_mean_pair(const float* const* rows, int64_t count, int64_t size, float* res0, float* res1) {
+  const float divisor = (float)size;
+  for_tiles<float, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
+    using V = decltype(v);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(float);
+    V a[N], b[N];
+    for (int t = 0; t < N; ++t) {
+      a[t] = load_as<V>(rows[0] + j + t * step);
+      b[t] = load_as<V>(rows[1] + j + t * step);
+      a[t] += b[t];
+    }
+    for (int64_t k = 2; k < size; ++k)
+      for (int t = 0; t < N; ++t) {
+        const V x = load_as<V>(rows[k] + j + t * step);
+        a[t] += x;
+        b[t] += x;
+      }
+    for (int t = 0; t < N; ++t) {
+      b[t] += load_as<V>(rows[size] + j + t * step);
+      a[t] = a[t] / divisor;
+      b[t] = b[t] / divisor;
+    }
+    std::memcpy(res0 + j, a, sizeof a);
+    std::memcpy(res1 + j, b, sizeof b);
+  });
+}
+
 // Minimum or maximum over each window of `size`, with scipy's comparison
 // (a later value replaces the running one only if strictly smaller/larger).
-template <bool Minimum, int Bytes, class E>
-void min_max_rows(const E* ext, int64_t count, int64_t lanes, int64_t size, E* res) {
+template <bool Minimum, int Bytes, class E, class Taps>
+void min_max_rows(Taps ext, int64_t count, int64_t size, E* res) {
   for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
     V acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext + j + t * step);
+    for (int t = 0; t < N; ++t) acc[t] = load_as<V>(ext[0] + j + t * step);
     for (int64_t k = 1; k < size; ++k)
       for (int t = 0; t < N; ++t) {
-        const V x = load_as<V>(ext + k * lanes + j + t * step);
+        const V x = load_as<V>(ext[k] + j + t * step);
         acc[t] = (Minimum ? x < acc[t] : x > acc[t]) ? x : acc[t];
       }
     std::memcpy(res + j, acc, sizeof acc);
@@ -196,15 +278,15 @@ void min_max_rows(const E* ext, int64_t count, int64_t lanes, int64_t size, E* r
 template <class E, int Bytes>
 void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowPass<E>& pass, E* sums,
                  E* res) {
-  const E* rows = ext + i0 * lanes;
+  const EvenTaps<E> rows{ext + i0 * lanes, lanes};
   const int64_t count = (i1 - i0) * lanes;
   switch (pass.kind) {
-    case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, lanes, pass, res);
+    case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, pass, res);
     case LineKind::Uniform:
-      if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(rows, count, lanes, pass.size, res);
+      if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(rows, count, pass.size, res);
       else return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
-    case LineKind::Minimum: return min_max_rows<true, Bytes>(rows, count, lanes, pass.size, res);
-    case LineKind::Maximum: return min_max_rows<false, Bytes>(rows, count, lanes, pass.size, res);
+    case LineKind::Minimum: return min_max_rows<true, Bytes>(rows, count, pass.size, res);
+    case LineKind::Maximum: return min_max_rows<false, Bytes>(rows, count, pass.size, res);
   }
 }
 
@@ -238,6 +320,79 @@ FilterRows<E> row_kernel() {
   if (avx2) return static_cast<FilterRows<E>>(&filter_rows_avx2);
 #endif
   return &filter_rows<E, 16>;
+}
+
+// res[j] for j < count, tap k of output j at rows[k][j]: the kernels of
+// filter_rows that carry nothing from one row to the next (not scipy's
+// running sum in double, which callers leave to filter_rows). Taps of Src,
+// sums in E, results stored as D; with mixed types, correlations only.
+template <class Src, class E, class D, int Bytes>
+void filter_span(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res) {
+  const TapRows<Src> taps{rows};
+  if constexpr (std::is_same_v<Src, E> && std::is_same_v<D, E>) {
+    switch (pass.kind) {
+      case LineKind::Correlate: return correlate_rows<Bytes>(taps, count, pass, res);
+      case LineKind::Uniform:
+        if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(taps, count, pass.size, res);
+        else break;
+      case LineKind::Minimum: return min_max_rows<true, Bytes>(taps, count, pass.size, res);
+      case LineKind::Maximum: return min_max_rows<false, Bytes>(taps, count, pass.size, res);
+    }
+  } else {
+    correlate_rows<Bytes>(taps, count, pass, res);
+  }
+}
+
+template <class Src, class E, class D>
+using FilterSpan = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*);
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// As filter_rows_avx2: FMA for float sums only.
+template <class Src, class E, class D>
+__attribute__((target("avx2,fma"), flatten)) void filter_span_avx2_fma(const Src* const* rows, int64_t count,
+                                                                      const RowPass<E>& pass, D* res) {
+  filter_span<Src, E, D, 32>(rows, count, pass, res);
+}
+template <class Src, class E, class D>
+__attribute__((target("avx2"), flatten)) void filter_span_avx2(const Src* const* rows, int64_t count,
+                                                              const RowPass<E>& pass, D* res) {
+  filter_span<Src, E, D, 32>(rows, count, pass, res);
+}
+#endif
+
+template <class Src, class E, class D>
+FilterSpan<Src, E, D> span_kernel() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  if (avx2) {
+    if constexpr (std::is_same_v<E, float>) return &filter_span_avx2_fma<Src, E, D>;
+    else return &filter_span_avx2<Src, E, D>;
+  }
+#endif
+  return &filter_span<Src, E, D, 16>;
+}
+
+using MeanPair = void (*)(const float* const*, int64_t, int64_t, float*, float*);
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"), flatten)) void window_mean_pair_avx2(const float* const* rows, int64_t count,
+                                                                   int64_t size, float* res0, float* res1) {
+  window_mean_pair<32>(rows, count, size, res0, res1);
+}
+#endif
+
+MeanPair mean_pair_kernel() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  if (avx2) return &window_mean_pair_avx2;
+#endif
+  return &window_mean_pair<16>;
 }
 
 }  // namespace
@@ -326,11 +481,377 @@ bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
          !(pass.kind == LineKind::Uniform && pass.size > kFloatWindow);
 }
 
+// ---- Chains fused plane by plane ------------------------------------------------
+// A chain on a volume in one sweep through memory instead of one a pass:
+// output planes across the outermost axis (the march axis) are produced in
+// turn; the passes along the two other axes (plane passes) run on planes
+// held in cache, as rows of the dtype's own type; the one pass along the
+// march axis combines a window of planes. Passes before it run on each input
+// plane into a ring of planes; passes after it on the output plane. Every
+// element sees the same operations in the same order as pass by pass, and
+// each intermediate is rounded to the output dtype as scipy stores it.
+// Taken for float32 and float64 volumes (input and output of one dtype)
+// whose passes all sum in one type; others run pass by pass.
+
+// Fused only for arrays at least this large (smaller ones fit in cache anyway).
+constexpr int64_t kFusedMinSize = 32768;
+// The planes one thread's march pass reads at once stay under this (L3).
+constexpr int64_t kFusedWindowBytes = 8 << 20;
+
+// A pass along axis 0 (across rows) or 1 (along each row) of a plane buffer,
+// or along the march axis.
+template <class E>
+struct PlanePass {
+  int axis = 0;
+  LineKind kind = LineKind::Correlate;
+  Mode mode = Mode::Reflect;
+  int64_t taps = 1, left = 0, size = 1;
+  int symmetry = 0;
+  std::vector<E> weights;
+  RowPass<E> row_pass() const { return RowPass<E>{kind, weights.data(), taps, size, symmetry}; }
+};
+
+template <class E>
+PlanePass<E> plane_pass(const LinePass& p, int axis) {
+  PlanePass<E> q;
+  q.axis = axis;
+  q.kind = p.kind;
+  q.mode = p.mode;
+  q.taps = p.taps();
+  q.left = p.left();
+  q.size = p.size;
+  q.symmetry = p.symmetry();
+  q.weights.assign(p.weights.begin(), p.weights.end());
+  return q;
+}
+
+// Rows of a plane: row y at base + y * stride (elements).
+template <class S>
+struct PlaneRows {
+  S* base;
+  int64_t stride;
+  S* row(int64_t y) const { return base + y * stride; }
+};
+
+// What every thread shares of a fused chain.
+template <class E>
+struct PlaneChain {
+  const ArrayDesc *in, *out;
+  int march, outer, inner;  // array axes: planes along march; rows along outer, cells along inner
+  int64_t nz, ny, nx;
+  std::vector<PlanePass<E>> before, after;
+  bool has_across = false;
+  PlanePass<E> across;
+  bool read_direct, write_direct;  // input / output rows unit-stride and aligned: used in place
+  double cval;
+};
+
+// The fused chain's work on one thread: planes [z0, z1) with its own
+// buffers. Planes are held as S, the storage of the dtype (so each pass's
+// results are rounded to it as scipy stores them), and summed in E.
+template <class S, class E>
+class PlaneWorker {
+ public:
+  explicit PlaneWorker(const PlaneChain<E>& c) : c_(c), plane_(c.ny * c.nx) {
+    int64_t taps = c.has_across ? c.across.taps : 1;
+    for (const auto& p : c.before) taps = std::max(taps, p.taps);
+    for (const auto& p : c.after) taps = std::max(taps, p.taps);
+    a_.resize(plane_);
+    b_.resize(plane_);
+    ext_.resize(std::max(c.nx + taps, taps * c.nx));
+    cval_row_.assign(c.nx, (E)c.cval);
+    rows_.resize(taps);
+    e_rows_.resize(taps);
+    taps_row_.resize(taps);
+    if (c.has_across) {
+      pairs_ = std::is_same_v<S, float> && std::is_same_v<E, float> && c.across.kind == LineKind::Uniform &&
+               c.across.taps >= 4 && !uses_ring();
+      if (pairs_) next_.resize(plane_);
+      wanted_.resize(c.across.taps + 1);
+      if (uses_ring()) {
+        ring_.resize(c.across.taps * plane_);
+        tags_.assign(c.across.taps, -1);
+        slots_.resize(c.across.taps);
+      }
+    }
+  }
+
+  void planes(int64_t z0, int64_t z1) {
+    for (int64_t z = z0; z < z1; ++z) {
+      if (c_.has_across) across_plane(z, z1);
+      else finish_plane(z, first_source(z), c_.after);
+    }
+  }
+
+ private:
+  bool uses_ring() const { return !c_.before.empty() || !c_.read_direct; }
+
+  PlaneRows<S> rows_of(const ArrayDesc& a, int64_t z) const {
+    return {reinterpret_cast<S*>(a.data + z * a.strides[c_.march]), a.strides[c_.outer] / (int64_t)sizeof(S)};
+  }
+  PlaneRows<S> buffer(S* p) const { return {p, c_.nx}; }
+
+  // Input plane q as rows of S: in place, or converted into `to`.
+  PlaneRows<S> load_plane(int64_t q, S* to) {
+    if (c_.read_direct) return rows_of(*c_.in, q);
+    const ArrayDesc& a = *c_.in;
+    const auto load = dispatch_real_dtype<LineIOAs<S>::template IO>(a.dtype).first;
+    for (int64_t y = 0; y < c_.ny; ++y)
+      load(a.data + q * a.strides[c_.march] + y * a.strides[c_.outer], a.strides[c_.inner], c_.nx, to + y * c_.nx);
+    return buffer(to);
+  }
+  void store_plane(const S* from, int64_t z) {
+    const ArrayDesc& a = *c_.out;
+    const auto store = dispatch_real_dtype<LineIOAs<S>::template IO>(a.dtype).second;
+    for (int64_t y = 0; y < c_.ny; ++y)
+      store(from + y * c_.nx, a.data + z * a.strides[c_.march] + y * a.strides[c_.outer], a.strides[c_.inner], c_.nx);
+  }
+
+  // One row of results from tap rows of S (nullptr: cval, which is an E).
+  void filter_row(const S* const* taps, int64_t count, const RowPass<E>& rp, S* dst) {
+    bool any_cval = false;
+    for (int64_t k = 0; k < rp.taps; ++k) any_cval |= taps[k] == nullptr;
+    if constexpr (std::is_same_v<S, E>) {
+      if (any_cval)
+        for (int64_t k = 0; k < rp.taps; ++k) rows_[k] = taps[k] ? taps[k] : cval_row_.data();
+      return direct_(any_cval ? rows_.data() : taps, count, rp, dst);
+    } else {
+      if (!any_cval) return direct_(taps, count, rp, dst);
+      for (int64_t k = 0; k < rp.taps; ++k) {  // in E, where cval has its full precision
+        E* row = ext_.data() + k * count;
+        if (taps[k]) std::copy(taps[k], taps[k] + count, row);
+        else std::fill(row, row + count, (E)c_.cval);
+        e_rows_[k] = row;
+      }
+      from_e_(e_rows_.data(), count, rp, dst);
+    }
+  }
+
+  // dst = pass(src) on a whole plane; src and dst differ.
+  void run_pass(const PlanePass<E>& p, PlaneRows<S> src, PlaneRows<S> dst) {
+    const RowPass<E> rp = p.row_pass();
+    const int64_t nx = c_.nx, ny = c_.ny;
+    std::vector<const S*>& taps = taps_;
+    taps.resize(p.taps);
+    for (int64_t y = 0; y < ny; ++y) {
+      if (p.axis == 0) {
+        for (int64_t k = 0; k < p.taps; ++k) {
+          const int64_t q = border_index(y - p.left + k, ny, p.mode);
+          taps[k] = q < 0 ? nullptr : src.row(q);
+        }
+        filter_row(taps.data(), nx, rp, dst.row(y));
+      } else {
+        along_row(p, rp, src.row(y), dst.row(y));
+      }
+    }
+  }
+
+  // A pass along one row: outputs whose taps all lie in the row read it in
+  // place; those near its ends read the row extended, in E (cval in full).
+  void along_row(const PlanePass<E>& p, const RowPass<E>& rp, const S* src, S* dst) {
+    const int64_t nx = c_.nx, left = p.left, right = p.taps - 1 - left;
+    auto extended = [&](int64_t first, int64_t count) {  // outputs [first, first + count)
+      for (int64_t m = 0; m < count + p.taps - 1; ++m) {
+        const int64_t q = border_index(first - left + m, nx, p.mode);
+        ext_[m] = q < 0 ? (E)c_.cval : (E)src[q];
+      }
+      for (int64_t k = 0; k < p.taps; ++k) e_rows_[k] = ext_.data() + k;
+      from_e_(e_rows_.data(), count, rp, dst + first);
+    };
+    const int64_t inside = nx - p.taps + 1;  // outputs [left, nx - right)
+    if (inside < 8) return extended(0, nx);
+    extended(0, left);
+    for (int64_t k = 0; k < p.taps; ++k) taps_row_[k] = src + k;
+    direct_(taps_row_.data(), inside, rp, dst + left);
+    extended(nx - right, right);
+  }
+
+  // `passes` from `src` into output plane z, through the buffers a_ and b_.
+  void finish_plane(int64_t z, PlaneRows<S> src, const std::vector<PlanePass<E>>& passes) {
+    for (size_t i = 0; i < passes.size(); ++i) {
+      const bool last = i + 1 == passes.size();
+      PlaneRows<S> dst = last && c_.write_direct ? rows_of(*c_.out, z)
+                                                : buffer(src.base == a_.data() ? b_.data() : a_.data());
+      run_pass(passes[i], src, dst);
+      src = dst;
+    }
+    if (passes.empty() || !c_.write_direct) store_plane(src.base, z);
+  }
+
+  // The plane the first pass of a chain without a march pass reads.
+  PlaneRows<S> first_source(int64_t z) { return load_plane(z, b_.data()); }  // the first pass writes a_
+
+  // Input plane q after the passes before the march pass, from the ring.
+  const S* ring_plane(int64_t q) {
+    const int64_t taps = c_.across.taps;
+    int64_t s = std::find(tags_.begin(), tags_.end(), q) - tags_.begin();
+    if (s < taps) return ring_.data() + s * plane_;
+    s = 0;  // an empty slot, or one that no tap of this output plane reads
+    const auto wanted_end = wanted_.begin() + taps;  // (no ring in pairs)
+    while (tags_[s] >= 0 && std::find(wanted_.begin(), wanted_end, tags_[s]) != wanted_end) ++s;
+    tags_[s] = q;
+    S* slot = ring_.data() + s * plane_;
+    const size_t m = c_.before.size();
+    PlaneRows<S> src = load_plane(q, m ? a_.data() : slot);
+    for (size_t i = 0; i < m; ++i) {  // ends in the slot
+      PlaneRows<S> dst = buffer((m - 1 - i) % 2 == 0 ? slot : b_.data());
+      run_pass(c_.before[i], src, dst);
+      src = dst;
+    }
+    return slot;
+  }
+
+  // Output plane z: the march pass, then the passes after it. A float
+  // window mean read in place computes planes z and z + 1 together (their
+  // windows share all rows but two) while z + 1 is in the run.
+  void across_plane(int64_t z, int64_t z1) {
+    const PlanePass<E>& p = c_.across;
+    const bool last = c_.after.empty();
+    if (pending_ == z) {  // computed with plane z - 1, into next_ (or the output)
+      a_.swap(next_);
+      pending_ = -1;
+    } else {
+      const bool pair = pairs_ && z + 1 < z1;
+      const int64_t taps = p.taps + (pair ? 1 : 0);
+      for (int64_t k = 0; k < taps; ++k) wanted_[k] = border_index(z - p.left + k, c_.nz, p.mode);
+      if (uses_ring())
+        for (int64_t k = 0; k < taps; ++k) slots_[k] = wanted_[k] < 0 ? nullptr : ring_plane(wanted_[k]);
+      const PlaneRows<S> dst = last && c_.write_direct ? rows_of(*c_.out, z) : buffer(a_.data());
+      const PlaneRows<S> dst1 = last && c_.write_direct ? rows_of(*c_.out, z + 1) : buffer(next_.data());
+      const RowPass<E> rp = p.row_pass();
+      taps_.resize(taps);
+      for (int64_t y = 0; y < c_.ny; ++y) {
+        for (int64_t k = 0; k < taps; ++k)
+          taps_[k] = wanted_[k] < 0 ? nullptr
+                     : uses_ring() ? slots_[k] + y * c_.nx
+                                   : rows_of(*c_.in, wanted_[k]).row(y);
+        if constexpr (std::is_same_v<S, float> && std::is_same_v<E, float>) {
+          if (pair) {
+            for (int64_t k = 0; k < taps; ++k)
+              if (!taps_[k]) taps_[k] = cval_row_.data();
+            mean_pair_(taps_.data(), c_.nx, p.size, dst.row(y), dst1.row(y));
+            continue;
+          }
+        }
+        filter_row(taps_.data(), c_.nx, rp, dst.row(y));
+      }
+      if (pair) pending_ = z + 1;
+    }
+    if (!last) finish_plane(z, buffer(a_.data()), c_.after);
+    else if (!c_.write_direct) store_plane(a_.data(), z);
+  }
+
+  const PlaneChain<E>& c_;
+  const int64_t plane_;
+  const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S>();
+  const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S>();
+  const MeanPair mean_pair_ = mean_pair_kernel();
+  bool pairs_ = false;    // the march pass is a float window mean read in place: two planes at a time
+  int64_t pending_ = -1;  // the plane whose march pass is in next_ (or already in the output)
+  std::vector<S> a_, b_, next_, ring_;
+  std::vector<E> ext_, cval_row_;
+  std::vector<int64_t> tags_, wanted_;
+  std::vector<const S*> slots_, taps_, taps_row_;
+  std::vector<const E*> rows_, e_rows_;
+};
+
+// Rows of `a` along `inner`, rows after rows along `outer`, planes along
+// `march`: all of E, unit-stride, aligned.
+template <class S>
+bool rows_in_place(const ArrayDesc& a, int march, int outer, int inner) {
+  constexpr int64_t item = sizeof(S);
+  return a.strides[inner] == item && a.strides[outer] % item == 0 && a.strides[march] % item == 0 &&
+         reinterpret_cast<uintptr_t>(a.data) % alignof(S) == 0;
+}
+
+template <class S, class E>
+void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
+                     int march, int threads) {
+  PlaneChain<E> c;
+  c.in = &in;
+  c.out = &out;
+  c.march = march;
+  int others[2], n = 0;
+  for (int d = 0; d < 3; ++d)
+    if (d != march) others[n++] = d;
+  const bool swap = std::llabs(in.strides[others[0]]) < std::llabs(in.strides[others[1]]);
+  c.outer = swap ? others[1] : others[0];
+  c.inner = swap ? others[0] : others[1];
+  c.nz = in.shape[march];
+  c.ny = in.shape[c.outer];
+  c.nx = in.shape[c.inner];
+  for (const LinePass& p : passes) {
+    if (p.axis == march) {
+      c.has_across = true;
+      c.across = plane_pass<E>(p, 0);
+    } else {
+      (c.has_across ? c.after : c.before).push_back(plane_pass<E>(p, p.axis == c.outer ? 0 : 1));
+    }
+  }
+  if (!c.has_across) std::swap(c.before, c.after);  // no march pass: all run on the output plane
+  c.read_direct = rows_in_place<S>(in, march, c.outer, c.inner);
+  c.write_direct = rows_in_place<S>(out, march, c.outer, c.inner);
+  c.cval = cval;
+  // Contiguous runs of planes, taken dynamically: a thread that the OS
+  // preempts does not hold up the others. With a ring, a run's first planes
+  // are computed twice: two runs per thread; without, about sixteen.
+  const bool ring = c.has_across && (!c.before.empty() || !c.read_direct);
+  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, (ring ? 2 : 16) * threads) : 1;
+#pragma omp parallel num_threads(threads) if (runs > 1)
+  {
+    PlaneWorker<S, E> worker(c);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < runs; ++r) worker.planes(c.nz * r / runs, c.nz * (r + 1) / runs);
+  }
+}
+
+// The march axis: the largest stride among axes longer than 1.
+int march_axis(const ArrayDesc& a) {
+  int best = 0;
+  for (int d = 1; d < a.ndim; ++d)
+    if (a.shape[d] > 1 && (a.shape[best] == 1 || std::llabs(a.strides[d]) > std::llabs(a.strides[best]))) best = d;
+  return best;
+}
+
+// Whether a chain runs plane by plane, and then in float (else double).
+bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, int& march,
+                      bool& in_float) {
+  if (in.ndim != 3 || in.size() < kFusedMinSize || in.dtype != out.dtype || may_overlap(in, out) ||
+      (in.dtype != DType::Float32 && in.dtype != DType::Float64) || passes.empty())
+    return false;
+  march = march_axis(in);
+  in_float = sums_in_float(in, out, passes[0]);
+  int across = 0;
+  int64_t across_taps = 1;
+  for (const LinePass& p : passes) {
+    if (sums_in_float(in, out, p) != in_float) return false;
+    // scipy's running sum in double carries along the whole line: pass by pass.
+    if (p.kind == LineKind::Uniform && !in_float) return false;
+    // float32 data summed in double: correlations only (filter_span).
+    if (in.dtype == DType::Float32 && !in_float && p.kind != LineKind::Correlate) return false;
+    if (p.axis == march) ++across, across_taps = p.taps();
+  }
+  if (across > 1) return false;
+  const int64_t plane = in.size() / in.shape[march];
+  return across_taps * plane * itemsize(in.dtype) <= kFusedWindowBytes;
+}
+
 }  // namespace
 
 void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
   if (sums_in_float(in, out, pass)) return run_line_pass<float>(in, out, pass, cval);
   run_line_pass<double>(in, out, pass, cval);
+}
+
+bool CpuBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                             double cval) {
+  int march;
+  bool in_float;
+  if (!plan_plane_chain(in, out, passes, march, in_float)) return false;
+  if (in_float) run_plane_chain<float, float>(in, out, passes, cval, march, cpu_max_threads());
+  else if (in.dtype == DType::Float32) run_plane_chain<float, double>(in, out, passes, cval, march, cpu_max_threads());
+  else run_plane_chain<double, double>(in, out, passes, cval, march, cpu_max_threads());
+  return true;
 }
 
 void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {

@@ -12,6 +12,13 @@ class CpuBackend final : public LineBackend {
   void copy(const ArrayDesc& in, const ArrayDesc& out) override;
   std::unique_ptr<TempBuffer> allocate(int64_t bytes) override;
   bool filters_in_place() const override { return true; }
+  // Chains on volumes, one sweep through memory (cpu_backend.cpp).
+  bool fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                   double cval) override;
+  // laplace of 2-D and 3-D arrays into an output of the input's dtype, one
+  // sweep (cpu_laplace.cpp).
+  bool fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Mode>& modes,
+                     double cval) override;
   void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                       double cval) override;
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;

@@ -1,0 +1,191 @@
+"""The CPU's one-sweep paths (src/core/cpu_backend.cpp, cpu_laplace.cpp) on
+numpy arrays.
+
+Separable chains on float32/float64 volumes of at least 32768 elements run
+plane by plane (CpuBackend::fused_chain): the passes along the two inner
+axes on planes held in cache, the one along the outermost axis over a ring
+of planes. laplace of 2-D and 3-D arrays runs row by row in one sweep
+(CpuBackend::fused_laplace). Both must give what the pass-by-pass kernels
+give, to the bit: each case is checked against scipy (DESIGN.md's
+tolerances) and exactly against the same filter written in place
+(`output=` the input itself), which the one-sweep paths decline.
+
+Shapes are above the fusing threshold, with lines shorter than the filters,
+single planes and odd sizes; layouts C, Fortran, strided with negative
+strides and transposed (the march axis is the one of the largest stride).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpufilt import ndimage as gnd
+
+from _helpers import MODES, assert_matches, random_array, scipy_reference
+
+SHAPES_3D = [(34, 33, 31), (3, 130, 129), (130, 129, 2), (200, 5, 40), (1, 200, 190)]
+LAYOUTS = ["C", "F", "strided", "transposed"]
+
+# name, positional arguments, keyword arguments
+CHAINS = [
+    ("uniform_filter", (3,), {}),
+    ("uniform_filter", ((9, 4, 5),), {"origin": (1, -1, 0)}),
+    ("gaussian_filter", (1.0,), {}),
+    ("gaussian_filter", ((1.0, 0.0, 2.0),), {"order": (0, 1, 0)}),
+    ("sobel", (0,), {}),
+    ("sobel", (1,), {}),
+    ("sobel", (2,), {}),
+    ("prewitt", (-1,), {}),
+    ("maximum_filter", (3,), {}),
+    ("minimum_filter", ((2, 3, 4),), {}),
+    ("uniform_filter", (5,), {"axes": (1, 2)}),
+    ("correlate1d", ([1.0, 3.0, -2.0, 5.0], 0), {"origin": 1}),
+]
+
+
+def laid_out(x, layout):
+    """x (a copy) in another memory layout, same values."""
+    if layout == "F":
+        return np.asfortranarray(x)
+    if layout == "strided":  # every other element along axis 1, axis 0 reversed
+        big = np.zeros((x.shape[0], 2 * x.shape[1], x.shape[2]), x.dtype)
+        big[::-1, ::2] = x
+        return big[::-1, ::2]
+    if layout == "transposed":  # axis 2 outermost in memory
+        return np.ascontiguousarray(x.transpose(2, 0, 1)).transpose(1, 2, 0)
+    return x.copy()
+
+
+def check_chain(name, x, *args, **kwargs):
+    """gpufilt against scipy, and bit for bit against the pass-by-pass path."""
+    host = x.copy()
+    got = getattr(gnd, name)(x, *args, **kwargs)
+    assert_matches(got, scipy_reference(name, host, *args, **kwargs))
+    in_place = x.copy()
+    getattr(gnd, name)(in_place, *args, output=in_place, **kwargs)
+    np.testing.assert_array_equal(got, in_place)
+    np.testing.assert_array_equal(x, host, err_msg="the input was modified")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES_3D)
+@pytest.mark.parametrize("name,args,kwargs", CHAINS)
+def test_chain_plane_by_plane(name, args, kwargs, shape, dtype, layout, rng):
+    x = laid_out(random_array(rng, shape, dtype), layout)
+    check_chain(name, x, *args, **kwargs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,args,kwargs", CHAINS)
+def test_chain_plane_by_plane_modes(name, args, kwargs, mode, rng):
+    x = random_array(rng, (35, 36, 37), "float32")
+    check_chain(name, x, *args, mode=mode, cval=1.1, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["sobel", "gaussian_filter"])
+def test_chain_per_axis_modes_and_cval(name, rng):
+    """cval 1.1 is no float32: float32 derivatives summed in double use it
+    in double, as the pass-by-pass kernels do."""
+    x = random_array(rng, (33, 34, 35), "float32")
+    args = (1,) if name == "sobel" else (1.5,)
+    check_chain(name, x, *args, mode=["constant", "wrap", "constant"], cval=1.1)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "wrap"])
+@pytest.mark.parametrize("size,origin", [(4, 1), (5, -2), (9, 0), (17, 3)])
+@pytest.mark.parametrize("shape", [(9, 60, 70), (61, 30, 30)])
+def test_uniform_across_planes_two_at_a_time(shape, size, origin, mode, rng):
+    """float32 window means across planes are computed for two output planes
+    at once (odd and even plane counts, runs split between threads)."""
+    x = random_array(rng, shape, "float32")
+    check_chain("uniform_filter", x, size, mode=mode, cval=1.1, origin=origin)
+
+
+def test_chain_output_forms(rng):
+    """An output array of other strides is written in place; another dtype,
+    an overlapping output and 4-D arrays go pass by pass."""
+    host = random_array(rng, (40, 30, 35), "float32")
+    want = scipy_reference("uniform_filter", host, 5)
+    out = np.empty((40, 30, 70), np.float32)[:, :, ::2]
+    assert gnd.uniform_filter(host, 5, output=out) is out
+    assert_matches(out, want)
+    assert_matches(gnd.uniform_filter(host, 5, output=np.float64),
+                   scipy_reference("uniform_filter", host, 5, output=np.float64))
+    x4 = random_array(rng, (6, 20, 20, 20), "float64")
+    assert_matches(gnd.sobel(x4, 1), scipy_reference("sobel", x4, 1))
+    shifted = np.zeros((41, 30, 35), np.float32)
+    shifted[1:] = host
+    gnd.uniform_filter(shifted[1:], 5, output=shifted[:-1])
+    assert_matches(shifted[:-1], want)
+
+
+def test_chain_of_smooth_float32_data_sums_derivatives_in_double(rng):
+    """A derivative of large smooth data cancels to small results: summed
+    in double plane by plane as pass by pass (LinePass::may_cancel)."""
+    x = (np.cumsum(rng.standard_normal((34, 40, 70)), axis=2) + 3000).astype(np.float32)
+    check_chain("sobel", x, 2)
+    check_chain("gaussian_filter", x, 1.0, order=(0, 0, 1))
+
+
+# ------------------------------------------------------------------ laplace
+
+LAPLACE_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                  "float16", "float32", "float64"]
+LAPLACE_SHAPES = [(37, 45, 70), (3, 2, 1), (70, 9, 3), (1, 20, 130), (300, 5), (5, 300), (129, 257),
+                  (1, 1), (33, 1)]
+
+
+def laplace_data(rng, shape, dtype):
+    x = random_array(rng, shape, dtype)
+    if dtype == "int32":  # 4 * |x| within int32: beyond it scipy's C cast and gpufilt's differ
+        x //= 8
+    return x
+
+
+def check_laplace(x, **kwargs):
+    """The one-sweep laplace against scipy, and bit for bit against the
+    pass-by-pass sum (axes given: generic_laplace's way)."""
+    host = x.copy()
+    got = gnd.laplace(x, **kwargs)
+    if x.dtype != np.float16:  # scipy in float32 sums float32 second differences
+        assert_matches(got, scipy_reference("laplace", host, **kwargs))
+    np.testing.assert_array_equal(got, gnd.laplace(x, axes=tuple(range(x.ndim)), **kwargs))
+    np.testing.assert_array_equal(x, host, err_msg="the input was modified")
+
+
+@pytest.mark.parametrize("dtype", LAPLACE_DTYPES)
+@pytest.mark.parametrize("shape", LAPLACE_SHAPES)
+def test_laplace_in_one_sweep(shape, dtype, rng):
+    modes = [str(m) for m in rng.choice(["reflect", "constant", "nearest", "mirror", "wrap"], len(shape))]
+    check_laplace(laplace_data(rng, shape, dtype), mode=modes, cval=float(rng.integers(-3, 4)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float64"])
+def test_laplace_modes(mode, dtype, rng):
+    check_laplace(laplace_data(rng, (20, 21, 22), dtype), mode=mode, cval=2.5)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["int16", "float32", "float64"])
+def test_laplace_layouts(layout, dtype, rng):
+    check_laplace(laid_out(laplace_data(rng, (30, 40, 50), dtype), layout))
+    check_laplace(laid_out(laplace_data(rng, (30, 40, 1), dtype), layout)[:, :, 0])
+
+
+def test_laplace_output_forms(rng):
+    """An output array of the input's dtype is written in one sweep; another
+    dtype, the input itself and an axes subset go the pass-by-pass way."""
+    host = random_array(rng, (20, 30, 40), "float32")
+    want = scipy_reference("laplace", host)
+    out = np.empty((20, 30, 80), np.float32)[:, :, ::2]
+    assert gnd.laplace(host, output=out) is out
+    assert_matches(out, want)
+    assert_matches(gnd.laplace(host, output=np.float64), scipy_reference("laplace", host, output=np.float64))
+    assert_matches(gnd.laplace(host, axes=(0, 2)), scipy_reference("laplace", host, axes=(0, 2)))
+    x = host.copy()
+    gnd.laplace(x, output=x)
+    assert_matches(x, want)
+    empty = np.zeros((0, 5, 4), np.float32)
+    assert gnd.laplace(empty).shape == (0, 5, 4)
