@@ -338,9 +338,9 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
 // Results are those of fused_kernel to the bit: the same apply_pass, the same
 // rounding between passes, the same halo rules (map_blocked_thread mirrors
 // map_thread). Measured on the H100 (512^3 float32): gaussian sigma 1 2.08 ->
-// 1.76 ms, uniform 9 2.28 -> 1.82 ms; 3-tap chains (uniform 3, sobel,
+// 1.70 ms, uniform 9 2.28 -> 1.81 ms; 3-tap chains (uniform 3, sobel,
 // maximum 3) were slower this way (1.0 -> 1.1 to 1.3 ms) and stay with
-// fused_kernel, as do chains summed in double.
+// fused_kernel, as do chains summed in double (not measured this way).
 template <int TAPS>
 struct BlockedGeometry {
   using Acc = float;
