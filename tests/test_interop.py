@@ -406,6 +406,21 @@ def test_dlpack_export_failure_raises_type_error_with_producer_message():
         gnd.uniform_filter(FailingDLPack(), 3)
 
 
+class NotACapsule:
+    """A producer whose __dlpack__ returns something other than a capsule."""
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        return "not a capsule"
+
+
+def test_dlpack_returning_a_non_capsule_raises_type_error_naming_it():
+    with pytest.raises(TypeError, match="returned a str, not a DLPack capsule"):
+        gpufilt.describe(NotACapsule())
+
+
 # ------------------------------------------------ CUDA Array Interface (fake)
 
 

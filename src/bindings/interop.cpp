@@ -38,10 +38,14 @@ struct Names {
   PyObject* stream = intern("stream");
   PyObject* versioned_kwnames = tuple({"stream", "max_version", "copy"});  // for vectorcall
   PyObject* stream_kwnames = tuple({"stream"});
-  PyObject* max_version = Py_BuildValue("(ii)", 1, 1);
+  PyObject* max_version = built(Py_BuildValue("(ii)", 1, 1));
 
   static PyObject* intern(const char* s) {
     PyObject* o = PyUnicode_InternFromString(s);
+    if (!o) throw py::error_already_set();
+    return o;
+  }
+  static PyObject* built(PyObject* o) {
     if (!o) throw py::error_already_set();
     return o;
   }
@@ -198,19 +202,25 @@ void fill_from_dltensor(ImportedArray& a, const dlpack::Tensor& t, const char* n
 // "used_*" (so its destructor leaves the tensor alone) and calls the deleter
 // when `a` is released.
 void consume_capsule(ImportedArray& a, py::handle capsule, const char* name) {
+  if (!PyCapsule_CheckExact(capsule.ptr()))
+    throw py::type_error(arg(name) + ".__dlpack__() returned a " +
+                         py::str(py::type::of(capsule).attr("__name__")).cast<std::string>() +
+                         ", not a DLPack capsule");
   const char* cname = PyCapsule_GetName(capsule.ptr());
   const char* cap_name = cname ? cname : "";
   if (std::strcmp(cap_name, "dltensor_versioned") == 0) {
     auto* mt = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), cname));
     if (!mt) throw py::error_already_set();
+    // Checked before taking ownership: another major version may lay out the
+    // rest (the deleter too) differently; the capsule's own destructor frees it.
+    if (mt->version.major != dlpack::kMajorVersion)
+      throw py::type_error(arg(name) + " is a DLPack " + std::to_string(mt->version.major) + "." +
+                           std::to_string(mt->version.minor) + " tensor; gpufilt reads major version 1");
     PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
     a.release = Release([](void* p) {
       auto* m = static_cast<dlpack::ManagedTensorVersioned*>(p);
       if (m->deleter) m->deleter(m);
     }, mt);
-    if (mt->version.major != dlpack::kMajorVersion)
-      throw py::type_error(arg(name) + " is a DLPack " + std::to_string(mt->version.major) + "." +
-                           std::to_string(mt->version.minor) + " tensor; gpufilt reads major version 1");
     a.readonly = (mt->flags & dlpack::kFlagReadOnly) != 0;
     fill_from_dltensor(a, mt->dl_tensor, name);
   } else if (std::strcmp(cap_name, "dltensor") == 0) {
@@ -237,12 +247,12 @@ bool on_cuda_device(py::handle device_fn) {
   PyObject* dev = PyObject_CallNoArgs(device_fn.ptr());
   if (!dev) throw py::error_already_set();
   auto owned = py::reinterpret_steal<py::object>(dev);
-  int type;
+  long type;
   if (PyTuple_CheckExact(dev) && PyTuple_GET_SIZE(dev) >= 1 && PyLong_CheckExact(PyTuple_GET_ITEM(dev, 0))) {
-    type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+    type = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
     if (type == -1 && PyErr_Occurred()) throw py::error_already_set();
   } else {  // anything else: pybind11's casts and their errors
-    type = owned.cast<py::tuple>()[0].cast<int>();
+    type = owned.cast<py::tuple>()[0].cast<long>();
   }
   return type == dlpack::kCUDA || type == dlpack::kCUDAManaged;
 }
@@ -509,6 +519,8 @@ bool import_numpy(ImportedArray& a, py::handle obj, const char* name) {
   a.protocol = "numpy";
   return true;
 }
+
+void prepare_import() { names(); }
 
 ImportedArray import_array(py::handle obj, const char* name, Access access, const ImportOptions& options) {
   ImportedArray a;

@@ -86,6 +86,12 @@ class CallArrays {
 ImportedArray import_array(py::handle obj, const char* name, Access access,
                            const ImportOptions& options);
 
+// Makes the Python objects import_array keeps for the process. Called once
+// from each module's init: made lazily, a first import racing another thread
+// could start a garbage collection (Python < 3.12) that hands the GIL over
+// inside the one-time initialisation, and deadlock.
+void prepare_import();
+
 // What the importer saw, for gpufilt.describe().
 py::dict describe_array(const ImportedArray& a);
 

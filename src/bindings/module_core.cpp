@@ -42,6 +42,7 @@ py::dict build_info() {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gpufilt CPU kernels and array import";
   m.attr("__version__") = GPUFILT_VERSION;
+  prepare_import();
   register_kernels<CpuPolicy>(m);
   register_array_ops<CpuPolicy>(m);
   register_nn_ops<CpuPolicy>(m);

@@ -80,6 +80,7 @@ struct CudaPolicy {
 PYBIND11_MODULE(_cuda, m) {
   m.doc() = "gpufilt CUDA kernels";
   m.attr("__version__") = GPUFILT_VERSION;
+  prepare_import();
 
   // C++ CudaError -> gpufilt.CudaError (defined in Python, so that no class is
   // registered twice and it exists in CPU-only builds too).

@@ -117,20 +117,22 @@ int multiprocessors() {
 }
 
 int resident_blocks_per_sm(const void* kernel, int threads) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int>, int> known;  // (kernel, threads, device)
+  // Never destroyed: a thread still launching during interpreter exit must
+  // not meet a destroyed map or mutex.
+  static auto* mutex = new std::mutex;
+  static auto* known = new std::map<std::tuple<const void*, int, int>, int>;  // (kernel, threads, device)
   int device = 0;
   GF_CUDA_CHECK(cudaGetDevice(&device));
   const auto key = std::make_tuple(kernel, threads, device);
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = known.find(key);
-    if (it != known.end()) return it->second;
+    std::lock_guard<std::mutex> lock(*mutex);
+    auto it = known->find(key);
+    if (it != known->end()) return it->second;
   }
   int blocks = 0;
   GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(key, blocks);
+  std::lock_guard<std::mutex> lock(*mutex);
+  known->emplace(key, blocks);
   return blocks;
 }
 
