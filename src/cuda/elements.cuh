@@ -66,4 +66,24 @@ static __device__ __noinline__ void store_any(DType t, char* p, double v, bool a
   }
 }
 
+// load_elem for an input dtype known at run time (real dtypes and bfloat16),
+// for kernels that convert each element once on its way into shared memory.
+static __device__ __forceinline__ double load_any(DType t, const char* p, bool aligned) {
+  switch (t) {
+    case DType::Bool: return load_elem<DType::Bool>(p, aligned);
+    case DType::Int8: return load_elem<DType::Int8>(p, aligned);
+    case DType::UInt8: return load_elem<DType::UInt8>(p, aligned);
+    case DType::Int16: return load_elem<DType::Int16>(p, aligned);
+    case DType::UInt16: return load_elem<DType::UInt16>(p, aligned);
+    case DType::Int32: return load_elem<DType::Int32>(p, aligned);
+    case DType::UInt32: return load_elem<DType::UInt32>(p, aligned);
+    case DType::Int64: return load_elem<DType::Int64>(p, aligned);
+    case DType::UInt64: return load_elem<DType::UInt64>(p, aligned);
+    case DType::Float16: return load_elem<DType::Float16>(p, aligned);
+    case DType::Float32: return load_elem<DType::Float32>(p, aligned);
+    case DType::BFloat16: return load_elem<DType::BFloat16>(p, aligned);
+    default: return load_elem<DType::Float64>(p, aligned);
+  }
+}
+
 }  // namespace gpufilt::cuda
