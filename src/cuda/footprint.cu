@@ -22,7 +22,7 @@
 
 #include "core/border.hpp"
 #include "core/cast.hpp"
-#include "cuda/box_median.cuh"
+#include "cuda/box_rank.cuh"
 #include "cuda/check.cuh"
 #include "cuda/elements.cuh"
 
@@ -513,7 +513,7 @@ struct BoxLaunch {
 void CudaBackend::footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                                  double cval) {
   if (out.size() == 0) return;
-  if (box_median_pass(in, out, filter, cval, as_stream(stream_))) return;
+  if (box_rank_pass(in, out, filter, cval, as_stream(stream_))) return;
   const Span span = footprint_span(filter);
   const Geometry g = make_geometry(in, out);
   if (fits_table(filter, span)) {

@@ -1,5 +1,7 @@
-// Median filters over a dense box footprint on the trailing axes (3x3, 5x5,
-// 7x7, 3x3x3, 5x5x5: what median_filter(size=...) asks for), tiled.
+// Rank filters over a dense box footprint on the trailing axes (what
+// median_filter, rank_filter and percentile_filter with size=... ask for),
+// in two forms: a tiled median for 3x3, 5x5, 7x7, 3x3x3 and 5x5x5 boxes,
+// and a sliding histogram for 8-bit data and any box or rank (below).
 //
 // A block owns a tile of a plane (8 rows x 64 columns for 3-D boxes, one row
 // of 512 for 2-D ones) and walks a run of planes along the box's first axis,
@@ -21,7 +23,7 @@
 // so that the NaN semantics of the general kernel (a NaN has no rank; the
 // answer is NaN past the other values' count) come free: the median is a NaN
 // key exactly when it falls among the NaNs.
-#include "cuda/box_median.cuh"
+#include "cuda/box_rank.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -220,29 +222,29 @@ struct BoxShape {
 
 // Axis 0 is the walked one, 1 the rows, 2 the columns; the leading axes
 // before them (batch) have no extent in the box.
-struct BoxMedianArgs {
+struct BoxArgs {
   const char* in;
   char* out;
   DType in_dtype, out_dtype;
   bool in_aligned, out_aligned;
   Mode mode;
   double cval;
+  int64_t rank;
   int lead_ndim;
   int64_t lead_shape[kMaxDims], lead_in_stride[kMaxDims], lead_out_stride[kMaxDims];
   int64_t n[3], in_stride[3], out_stride[3];
-  int lo[3];  // the box's lowest offset along each
-  int64_t chunk;  // outputs along axis 0 per block
+  int lo[3], extent[3];  // the box's lowest offset and extent along each
+  int64_t chunk;         // outputs along axis 0 per block
   int64_t tiles_x, tiles_rows, chunks;
 };
 
-template <KeyKind Kind, class Shape>
-__global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_constant__ BoxMedianArgs a) {
-  using Key = Keys<Kind>;
-  using V = typename Key::type;
-  using Select = Forgetful<Shape::taps, Shape::taps / 2>;
-  constexpr int KM = Shape::KM, KP = Shape::KP, KX = Shape::KX, cols = Shape::cols;
-  __shared__ V ring[KM][Shape::plane];
+// Where a block's work starts: its tile's first row and column, its run of
+// outputs along axis 0, and the byte offsets of its batch element.
+struct BlockOrigin {
+  int64_t x0, row0, m0, m_end, in_base, out_base;
+};
 
+__device__ BlockOrigin block_origin(const BoxArgs& a, int tile_rows, int tile_cols) {
   int64_t block = blockIdx.x;
   const int64_t tile_x = block % a.tiles_x;
   block /= a.tiles_x;
@@ -250,25 +252,38 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
   block /= a.tiles_rows;
   const int64_t chunk = block % a.chunks;
   block /= a.chunks;
-  int64_t in_base = 0, out_base = 0;
+  BlockOrigin o{tile_x * tile_cols, tile_row * tile_rows, chunk * a.chunk, 0, 0, 0};
+  o.m_end = o.m0 + a.chunk < a.n[0] ? o.m0 + a.chunk : a.n[0];
   for (int d = a.lead_ndim - 1; d >= 0; --d) {
     const int64_t c = block % a.lead_shape[d];
     block /= a.lead_shape[d];
-    in_base += c * a.lead_in_stride[d];
-    out_base += c * a.lead_out_stride[d];
+    o.in_base += c * a.lead_in_stride[d];
+    o.out_base += c * a.lead_out_stride[d];
   }
-  const int64_t x0 = tile_x * Shape::tile_cols, row0 = tile_row * Shape::tile_rows;
-  const int64_t m0 = chunk * a.chunk, m_end = m0 + a.chunk < a.n[0] ? m0 + a.chunk : a.n[0];
+  return o;
+}
+
+template <KeyKind Kind, class Shape>
+__global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_constant__ BoxArgs a) {
+  using Key = Keys<Kind>;
+  using V = typename Key::type;
+  using Select = Forgetful<Shape::taps, Shape::taps / 2>;
+  constexpr int KM = Shape::KM, KP = Shape::KP, KX = Shape::KX, cols = Shape::cols;
+  __shared__ V ring[KM][Shape::plane];
+
+  const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
+  const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, in_base = o.in_base, out_base = o.out_base;
 
   // This thread's elements of every input plane: their offsets within the
-  // plane (-1: cval), the same for each plane.
+  // plane (kOutside: cval), the same for each plane. Offsets may be negative.
+  constexpr int64_t kOutside = INT64_MIN;
   int64_t plane_offset[Shape::loads];
 #pragma unroll
   for (int l = 0; l < Shape::loads; ++l) {
     const int e = threadIdx.x + l * kThreads;
     const int64_t in_row = border_index(row0 + e / cols + a.lo[1], a.n[1], a.mode);
     const int64_t in_col = border_index(x0 + e % cols + a.lo[2], a.n[2], a.mode);
-    plane_offset[l] = in_row < 0 || in_col < 0 ? -1 : in_row * a.in_stride[1] + in_col * a.in_stride[2];
+    plane_offset[l] = in_row < 0 || in_col < 0 ? kOutside : in_row * a.in_stride[1] + in_col * a.in_stride[2];
   }
   const V cval_key = Key::from(a.cval);
   auto load_plane = [&](int64_t m, V* dst) {
@@ -278,7 +293,7 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
     for (int l = 0; l < Shape::loads; ++l) {
       const int e = threadIdx.x + l * kThreads;
       if (e < Shape::plane)
-        dst[e] = jm < 0 || plane_offset[l] < 0 ? cval_key
+        dst[e] = jm < 0 || plane_offset[l] == kOutside ? cval_key
                                                : Key::from(load_any(a.in_dtype, plane + plane_offset[l], a.in_aligned));
     }
   };
@@ -323,6 +338,85 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
     Select::template add_range<Shape::shared_taps, Shape::taps>(common_set, own(KX));
     store(m, x + 1, Select::finish(common_set));
     __syncthreads();
+  }
+}
+
+// ---------------------------------------------------------- histogram form
+//
+// 8-bit data (bool, int8, uint8), any box on the trailing axes and any rank:
+// each thread owns one output row of the plane and column, walks along axis
+// 0 and keeps a histogram of its window in shared memory. A step removes
+// the window's trailing slab of values and adds the leading one, and the
+// answer moves from the last one by the few bins the counts say (the count
+// of values below it is kept), instead of a scan of 256 bins or a sort of
+// the window: about 2 x rows x columns of the box updates an output
+// (30 for 15x15) instead of the 225 values a selection must see.
+
+constexpr int kHistogramThreads = 64, kBins = 256;
+
+// The bin range of an 8-bit dtype ({0, 0} for others).
+std::pair<int, int> histogram_range(DType t) {
+  switch (t) {
+    case DType::Bool: return {0, 1};
+    case DType::Int8: return {-128, 127};
+    case DType::UInt8: return {0, 255};
+    default: return {0, 0};
+  }
+}
+
+template <DType In>
+__device__ __forceinline__ int bin_of(const char* p) {
+  if constexpr (In == DType::Int8) return *reinterpret_cast<const int8_t*>(p) + 128;
+  else if constexpr (In == DType::Bool) return *reinterpret_cast<const uint8_t*>(p) != 0;
+  else return *reinterpret_cast<const uint8_t*>(p);
+}
+
+template <DType In>
+__global__ void __launch_bounds__(kHistogramThreads) box_histogram_kernel(const __grid_constant__ BoxArgs a) {
+  // Bin b of thread t: hist[b * kHistogramThreads + lane * 2 + warp], so
+  // that a warp's 32 threads touch 32 different banks whatever their bins.
+  __shared__ uint16_t hist[kBins * kHistogramThreads];
+  for (int i = threadIdx.x; i < kBins * kHistogramThreads / 8; i += kHistogramThreads)
+    reinterpret_cast<uint4*>(hist)[i] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  const BlockOrigin o = block_origin(a, 1, kHistogramThreads);
+  const int64_t x = o.x0 + threadIdx.x, row = o.row0;
+  if (x >= a.n[2] || row >= a.n[1]) return;  // no barrier follows
+  uint16_t* count = hist + (threadIdx.x % 32) * 2 + threadIdx.x / 32;
+  constexpr int stride = kHistogramThreads;
+  const int offset = In == DType::Int8 ? 128 : 0;
+  const int cval_bin = (int)a.cval + offset;
+
+  // Calls f(bin) for the KP x KX values of input plane m of the window.
+  auto visit_slab = [&](int64_t m, auto&& f) {
+    const int64_t jm = border_index(m, a.n[0], a.mode);
+    for (int jr = 0; jr < a.extent[1]; ++jr) {
+      const int64_t r = border_index(row + a.lo[1] + jr, a.n[1], a.mode);
+      const bool outside = jm < 0 || r < 0;
+      const char* line = a.in + o.in_base + jm * a.in_stride[0] + r * a.in_stride[1];
+      for (int jx = 0; jx < a.extent[2]; ++jx) {
+        const int64_t c = border_index(x + a.lo[2] + jx, a.n[2], a.mode);
+        f(outside || c < 0 ? cval_bin : bin_of<In>(line + c * a.in_stride[2]));
+      }
+    }
+  };
+  int answer = 0, below = 0;  // below: values of the window in bins under answer
+  const auto add = [&](int b) {
+    ++count[b * stride];
+    below += b < answer;
+  };
+  const auto remove = [&](int b) {
+    --count[b * stride];
+    below -= b < answer;
+  };
+  for (int j = 0; j < a.extent[0] - 1; ++j) visit_slab(o.m0 + a.lo[0] + j, add);
+  for (int64_t m = o.m0; m < o.m_end; ++m) {
+    if (m > o.m0) visit_slab(m - 1 + a.lo[0], remove);
+    visit_slab(m + a.lo[0] + a.extent[0] - 1, add);
+    while (below > a.rank) below -= count[--answer * stride];
+    while (below + count[answer * stride] <= a.rank) below += count[answer++ * stride];
+    store_any(a.out_dtype, a.out + o.out_base + m * a.out_stride[0] + row * a.out_stride[1] + x * a.out_stride[2],
+              answer - offset, a.out_aligned);
   }
 }
 
@@ -380,51 +474,45 @@ std::optional<Box> dense_box(const Footprint& f) {
 }
 
 template <KeyKind Kind, class Shape>
-void launch(const BoxMedianArgs& a, int64_t blocks, cudaStream_t stream) {
+void launch_median(const BoxArgs& a, int64_t blocks, cudaStream_t stream) {
   box_median_kernel<Kind, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
 }
 
 template <class Shape>
-void launch_kind(KeyKind kind, const BoxMedianArgs& a, int64_t blocks, cudaStream_t stream) {
+void launch_median_kind(KeyKind kind, const BoxArgs& a, int64_t blocks, cudaStream_t stream) {
   switch (kind) {
-    case KeyKind::Int: return launch<KeyKind::Int, Shape>(a, blocks, stream);
-    case KeyKind::UInt: return launch<KeyKind::UInt, Shape>(a, blocks, stream);
-    case KeyKind::Float: return launch<KeyKind::Float, Shape>(a, blocks, stream);
-    case KeyKind::Double: return launch<KeyKind::Double, Shape>(a, blocks, stream);
+    case KeyKind::Int: return launch_median<KeyKind::Int, Shape>(a, blocks, stream);
+    case KeyKind::UInt: return launch_median<KeyKind::UInt, Shape>(a, blocks, stream);
+    case KeyKind::Float: return launch_median<KeyKind::Float, Shape>(a, blocks, stream);
+    case KeyKind::Double: return launch_median<KeyKind::Double, Shape>(a, blocks, stream);
   }
 }
 
-// Calls launch_kind<Shape> for the box's extents; false for a box it has no kernel for.
-bool launch_shape(int km, int kp, int kx, KeyKind kind, const BoxMedianArgs& a, int64_t blocks,
-                  cudaStream_t stream) {
-  const auto is = [&](int m, int p, int x) { return km == m && kp == p && kx == x; };
-  if (is(3, 1, 3)) launch_kind<BoxShape<3, 1, 3>>(kind, a, blocks, stream);
-  else if (is(5, 1, 5)) launch_kind<BoxShape<5, 1, 5>>(kind, a, blocks, stream);
-  else if (is(7, 1, 7)) launch_kind<BoxShape<7, 1, 7>>(kind, a, blocks, stream);
-  else if (is(3, 3, 3)) launch_kind<BoxShape<3, 3, 3>>(kind, a, blocks, stream);
-  else if (is(5, 5, 5)) launch_kind<BoxShape<5, 5, 5>>(kind, a, blocks, stream);
+// Calls f(BoxShape<...>{}) for a box the median kernel is compiled for; false for others.
+template <class F>
+bool with_median_shape(const int (&extent)[3], F&& f) {
+  const auto is = [&](int m, int p, int x) { return extent[0] == m && extent[1] == p && extent[2] == x; };
+  if (is(3, 1, 3)) f(BoxShape<3, 1, 3>());
+  else if (is(5, 1, 5)) f(BoxShape<5, 1, 5>());
+  else if (is(7, 1, 7)) f(BoxShape<7, 1, 7>());
+  else if (is(3, 3, 3)) f(BoxShape<3, 3, 3>());
+  else if (is(5, 5, 5)) f(BoxShape<5, 5, 5>());
   else return false;
   return true;
 }
 
-}  // namespace
-
-bool box_median_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f, double cval,
-                     cudaStream_t stream) {
+// The footprint's box as the kernels' three axes (walked, rows, columns) and
+// leading batch axes, when it is a dense box on the trailing two or three axes.
+std::optional<BoxArgs> box_view(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f, double cval) {
   const int nd = in.ndim;
-  const std::optional<KeyKind> kind = key_kind(in.dtype);
-  if (f.reduce != Reduce::Rank || f.rank != f.taps() / 2 || nd < 2 || !kind) return false;
-  if (f.mode == Mode::Constant && !cval_is_exact(*kind, cval)) return false;
+  if (nd < 2) return std::nullopt;
   const std::optional<Box> box = dense_box(f);
-  if (!box) return false;
-  // The box spans the last three axes, or the last two (a 2-D box).
+  if (!box) return std::nullopt;
   const int walked = nd >= 3 && box->extent[nd - 3] > 1 ? nd - 3 : nd - 2;
-  const bool flat = walked == nd - 2;
   for (int d = 0; d < walked; ++d)
-    if (box->extent[d] != 1 || box->lo[d] != 0) return false;
-  const int axis[3] = {walked, flat ? -1 : nd - 2, nd - 1};
-
-  BoxMedianArgs a{};
+    if (box->extent[d] != 1 || box->lo[d] != 0) return std::nullopt;
+  const int axis[3] = {walked, walked == nd - 2 ? -1 : nd - 2, nd - 1};
+  BoxArgs a{};
   a.in = in.data;
   a.out = out.data;
   a.in_dtype = in.dtype;
@@ -433,35 +521,75 @@ bool box_median_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint&
   a.out_aligned = is_aligned(out);
   a.mode = f.mode;
   a.cval = cval;
-  int extent[3];
+  a.rank = f.rank;
   for (int k = 0; k < 3; ++k) {
     const int d = axis[k];
     a.n[k] = d < 0 ? 1 : in.shape[d];
     a.in_stride[k] = d < 0 ? 0 : in.strides[d];
     a.out_stride[k] = d < 0 ? 0 : out.strides[d];
     a.lo[k] = d < 0 ? 0 : (int)box->lo[d];
-    extent[k] = d < 0 ? 1 : (int)box->extent[d];
+    a.extent[k] = d < 0 ? 1 : (int)box->extent[d];
   }
-  int64_t lead = 1;
   a.lead_ndim = walked;
-  for (int d = 0; d < a.lead_ndim; ++d) {
+  for (int d = 0; d < walked; ++d) {
     a.lead_shape[d] = in.shape[d];
     a.lead_in_stride[d] = in.strides[d];
     a.lead_out_stride[d] = out.strides[d];
-    lead *= in.shape[d];
   }
-  const int tile_rows = extent[1] > 1 ? 8 : 1, tile_cols = 2 * kThreads / tile_rows;
+  return a;
+}
+
+// Cuts the work into tiles of tile_rows x tile_cols outputs and runs of at
+// most max_chunk along axis 0: long runs share the reads of a block's
+// window, short ones make enough blocks to fill the device. The number of
+// blocks, or 0 when the grid would be too large.
+int64_t tile(BoxArgs& a, int tile_rows, int tile_cols, int64_t max_chunk) {
+  int64_t lead = 1;
+  for (int d = 0; d < a.lead_ndim; ++d) lead *= a.lead_shape[d];
   a.tiles_x = (a.n[2] + tile_cols - 1) / tile_cols;
   a.tiles_rows = (a.n[1] + tile_rows - 1) / tile_rows;
-  // Long runs along the walked axis share the ring's reads; short ones make
-  // enough blocks to fill the device.
   const int64_t tiles = lead * a.tiles_x * a.tiles_rows, enough = 8LL * multiprocessors();
-  a.chunk = 32;
+  a.chunk = max_chunk;
   while (a.chunk > 4 && tiles * ((a.n[0] + a.chunk - 1) / a.chunk) < enough) a.chunk /= 2;
   a.chunks = (a.n[0] + a.chunk - 1) / a.chunk;
   const int64_t blocks = tiles * a.chunks;
-  if (blocks > INT32_MAX) return false;
-  if (!launch_shape(extent[0], extent[1], extent[2], *kind, a, blocks, stream)) return false;
+  return blocks <= INT32_MAX ? blocks : 0;
+}
+
+bool run_median(BoxArgs a, cudaStream_t stream) {
+  const std::optional<KeyKind> kind = key_kind(a.in_dtype);
+  if (a.rank != (int64_t)a.extent[0] * a.extent[1] * a.extent[2] / 2 || !kind) return false;
+  if (a.mode == Mode::Constant && !cval_is_exact(*kind, a.cval)) return false;
+  return with_median_shape(a.extent, [&](auto shape) {
+    using Shape = decltype(shape);
+    if (const int64_t blocks = tile(a, Shape::tile_rows, Shape::tile_cols, 32))
+      launch_median_kind<Shape>(*kind, a, blocks, stream);
+  });
+}
+
+bool run_histogram(BoxArgs a, cudaStream_t stream) {
+  const int64_t taps = (int64_t)a.extent[0] * a.extent[1] * a.extent[2];
+  const auto [lowest, highest] = histogram_range(a.in_dtype);
+  if (lowest == highest || taps > UINT16_MAX) return false;
+  if (a.mode == Mode::Constant && !(a.cval >= lowest && a.cval <= highest && a.cval == std::trunc(a.cval)))
+    return false;
+  const int64_t blocks = tile(a, 1, kHistogramThreads, 256);
+  if (!blocks) return false;
+  switch (a.in_dtype) {
+    case DType::Bool: box_histogram_kernel<DType::Bool><<<(unsigned)blocks, kHistogramThreads, 0, stream>>>(a); break;
+    case DType::Int8: box_histogram_kernel<DType::Int8><<<(unsigned)blocks, kHistogramThreads, 0, stream>>>(a); break;
+    default: box_histogram_kernel<DType::UInt8><<<(unsigned)blocks, kHistogramThreads, 0, stream>>>(a); break;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool box_rank_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f, double cval,
+                   cudaStream_t stream) {
+  if (f.reduce != Reduce::Rank) return false;
+  const std::optional<BoxArgs> a = box_view(in, out, f, cval);
+  if (!a || !(run_median(*a, stream) || run_histogram(*a, stream))) return false;
   GF_CUDA_CHECK_LAUNCH();
   return true;
 }
