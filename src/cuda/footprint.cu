@@ -23,6 +23,7 @@
 #include "core/border.hpp"
 #include "core/cast.hpp"
 #include "cuda/box_rank.cuh"
+#include "cuda/box_sum.cuh"
 #include "cuda/check.cuh"
 #include "cuda/elements.cuh"
 
@@ -513,7 +514,8 @@ struct BoxLaunch {
 void CudaBackend::footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                                  double cval) {
   if (out.size() == 0) return;
-  if (box_rank_pass(in, out, filter, cval, as_stream(stream_))) return;
+  const cudaStream_t stream = as_stream(stream_);
+  if (box_rank_pass(in, out, filter, cval, stream) || box_sum_pass(in, out, filter, cval, stream)) return;
   const Span span = footprint_span(filter);
   const Geometry g = make_geometry(in, out);
   if (fits_table(filter, span)) {
