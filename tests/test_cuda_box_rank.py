@@ -149,7 +149,7 @@ def test_nan_ranks_after_every_number(dtype, fraction, rng):
     host[rng.random(host.shape) < fraction] = np.nan
     got = cupy.asnumpy(gnd.median_filter(cupy.asarray(host), size=3, mode="reflect"))
     np.testing.assert_array_equal(got, sorted_window_reference(host, 3, 13))
-    if fraction == 0.9:
+    if fraction == 0.5:  # about half the windows hold 14 or more NaNs
         assert np.isnan(got).any() and not np.isnan(got).all()
 
 
