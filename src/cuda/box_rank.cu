@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/border.hpp"
+#include "core/sorting_network.hpp"
 #include "cuda/check.cuh"
 #include "cuda/box_tile.cuh"
 #include "cuda/elements.cuh"
@@ -205,6 +206,75 @@ struct Forgetful {
   }
 };
 
+// ------------------------------------------------------ sorting networks
+
+// Runs core/sorting_network.hpp's network for positions [First, Last] of N
+// values, every exchange its own instantiation: indices are compile-time
+// constants, so the values stay in registers.
+template <int N, int First, int Last>
+struct Network {
+  static constexpr ExchangeList list = sorting_exchanges(N, First, Last);
+
+  template <int Lo, int Hi, bool KeepMin, bool KeepMax, class V, int Cap>
+  static __host__ __device__ __forceinline__ void exchange_kept(V (&v)[Cap]) {
+    const V a = v[Lo], b = v[Hi];
+    if constexpr (KeepMin) v[Lo] = a < b ? a : b;
+    if constexpr (KeepMax) v[Hi] = a < b ? b : a;
+  }
+  template <class V, int Cap, size_t... I>
+  static __host__ __device__ __forceinline__ void apply(V (&v)[Cap], std::index_sequence<I...>) {
+    (exchange_kept<list.items[I].lo, list.items[I].hi, list.items[I].keep_min, list.items[I].keep_max>(v), ...);
+  }
+  template <class V, int Cap>
+  static __host__ __device__ __forceinline__ void run(V (&v)[Cap]) {
+    static_assert(Cap >= N && list.count > 0 || N == 1, "network arguments");
+    apply(v, std::make_index_sequence<list.count>());
+  }
+};
+
+// Fills v[i] = get(i) for i < N, i a compile-time constant.
+template <class V, int N, class Get, int... I>
+__host__ __device__ __forceinline__ void fill_each(V (&v)[N], const Get& get, std::integer_sequence<int, I...>) {
+  ((v[I] = get(std::integral_constant<int, I>())), ...);
+}
+template <class V, int N, class Get>
+__host__ __device__ __forceinline__ void fill(V (&v)[N], const Get& get) {
+  fill_each(v, get, std::make_integer_sequence<int, N>());
+}
+
+// The median of two outputs' windows of Common + 2 Own values, Common of
+// them shared (NO = Own, R = (Common + Own) / 2, the median's rank): the
+// answer has R values under it, so among the shared values it ranks between
+// R - NO and R; sorting only those positions of the shared values (S, NO + 1
+// of them) leaves each output the median of S and its own sorted values
+// (T), which is min over i + j = NO + 1 of max(S_i, T_j) (1-based; T_0 =
+// -infinity): NO exchanges instead of a selection over all of them.
+template <int Common, int Own>
+struct SharedMedian {
+  static constexpr int R = (Common + Own) / 2;
+  static_assert(R >= Own && R < Common, "the median of an odd box");
+
+  template <class V, class Get>
+  static __host__ __device__ __forceinline__ void prepare(V (&s)[Common], const Get& get_common) {
+    fill(s, get_common);
+    Network<Common, R - Own, R>::run(s);
+  }
+  template <class V, class Get>
+  static __host__ __device__ __forceinline__ V finish(const V (&s)[Common], const Get& get_own) {
+    V t[Own];
+    fill(t, get_own);
+    Network<Own, 0, Own - 1>::run(t);
+    V answer = s[R];
+#pragma unroll
+    for (int i = 1; i <= Own; ++i) {
+      const V a = s[R - Own + i - 1], b = t[Own - i];
+      const V m = a < b ? b : a;
+      answer = m < answer ? m : answer;
+    }
+    return answer;
+  }
+};
+
 // ------------------------------------------------------------ the kernel
 
 // The box's extents: KM along the axis the block walks, KP along the plane's
@@ -226,6 +296,10 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
   using Key = Keys<Kind>;
   using V = typename Key::type;
   using Select = Forgetful<Shape::taps, Shape::taps / 2>;
+  // Sorting networks need all the shared values in registers at once: for
+  // up to 128 registers of them; forgetful selection (a set of half the
+  // values) beyond.
+  constexpr bool kNetwork = Shape::shared_taps * sizeof(V) <= 128 * 4;
   constexpr int KM = Shape::KM, KP = Shape::KP, KX = Shape::KX, cols = Shape::cols;
   __shared__ V ring[KM][Shape::plane];
 
@@ -266,11 +340,14 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
     constexpr int t = decltype(i)::value, jx = 1 + t % (KX - 1), jr = t / (KX - 1) % KP, jm = t / ((KX - 1) * KP);
     return ring[jm][base + jr * cols + jx];
   };
-  auto own = [&](int column) {
+  auto own = [&](int column) {  // value i of the KM x KP in the column
     return [&, column](auto i) {
-      constexpr int t = decltype(i)::value - Shape::shared_taps, jr = t % KP, jm = t / KP;
+      constexpr int t = decltype(i)::value, jr = t % KP, jm = t / KP;
       return ring[jm][base + jr * cols + column];
     };
+  };
+  auto after_common = [](auto get) {  // value i of the window, i >= shared_taps, an own one
+    return [get](auto i) { return get(std::integral_constant<int, decltype(i)::value - Shape::shared_taps>()); };
   };
   auto store = [&](int64_t m, int64_t xo, V key) {
     if (r < a.n[1] && xo < a.n[2])
@@ -286,15 +363,23 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
     load_plane(m + a.lo[0] + KM - 1, ring[slot]);
     slot = slot + 1 == KM ? 0 : slot + 1;
     __syncthreads();
-    V common_set[Select::kCapacity];
-    Select::template add_range<0, Shape::shared_taps>(common_set, common);
-    V set[Select::kCapacity];
+    if constexpr (kNetwork) {
+      using Median = SharedMedian<Shape::shared_taps, KM * KP>;
+      V common_sorted[Shape::shared_taps];
+      Median::prepare(common_sorted, common);
+      store(m, x, Median::finish(common_sorted, own(0)));
+      store(m, x + 1, Median::finish(common_sorted, own(KX)));
+    } else {
+      V common_set[Select::kCapacity];
+      Select::template add_range<0, Shape::shared_taps>(common_set, common);
+      V set[Select::kCapacity];
 #pragma unroll
-    for (int k = 0; k < Select::kCapacity; ++k) set[k] = common_set[k];
-    Select::template add_range<Shape::shared_taps, Shape::taps>(set, own(0));
-    store(m, x, Select::finish(set));
-    Select::template add_range<Shape::shared_taps, Shape::taps>(common_set, own(KX));
-    store(m, x + 1, Select::finish(common_set));
+      for (int k = 0; k < Select::kCapacity; ++k) set[k] = common_set[k];
+      Select::template add_range<Shape::shared_taps, Shape::taps>(set, after_common(own(0)));
+      store(m, x, Select::finish(set));
+      Select::template add_range<Shape::shared_taps, Shape::taps>(common_set, after_common(own(KX)));
+      store(m, x + 1, Select::finish(common_set));
+    }
     __syncthreads();
   }
 }
