@@ -11,12 +11,16 @@
 // Each thread takes two neighbouring outputs of a row: their windows share
 // all but one column each, and the selection runs on the shared values once.
 //
-// Selection is forgetful (Paeth; McGuire's "A fast, small-radius GPU median
-// filter"): keep a set just large enough that its least and greatest values
-// cannot be the answer, drop both, add the next value, repeat. Every size
-// and index is a compile-time constant, so the set lives in registers and
-// the work is min/max instructions, about 3 per value held per step: 27
-// values take ~150 exchanges instead of a 32-sorting network's 240.
+// Selection: the values the pair shares are sorted by a pruned sorting
+// network (core/sorting_network.hpp) only at the ranks the median can take
+// among them, each output's own values are sorted, and one min-max merge of
+// the two gives the median (SharedMedian). Every index is a compile-time
+// constant, so the values live in registers and the work is min/max
+// instructions: ~160 an output for 3x3x3, ~1260 for 5x5x5 (a selection
+// over all 27 or 125 values needs ~230 or ~2240). Where the shared values
+// would not fit in registers (5x5x5 in double), forgetful selection
+// (Paeth; McGuire, "A fast, small-radius GPU median filter") keeps a set of
+// about half of them instead.
 //
 // Values are compared as order keys: integers as themselves, floats as
 // unsigned integers whose order is the numeric one with every NaN greatest,
