@@ -214,7 +214,8 @@ struct BoxRankPlan {
 // they read past them, plus a vector of lanes past the last one read (loops
 // run in whole vectors; the extra lanes compute values nobody reads, from
 // values set at allocation). The work arrays hold a chunk of kChunk pairs
-// (and as much past it), small enough to stay in the L1 cache.
+// (and the columns and a vector past it), small enough to stay in the L1
+// cache; even and odd the last vector of outputs of a line.
 template <class E>
 struct BoxBuffers {
   static constexpr int64_t kMaxLanes = 32 / sizeof(E), kChunk = 512 / sizeof(E);
@@ -225,12 +226,12 @@ struct BoxBuffers {
   BoxBuffers(int64_t n, int64_t rows, int64_t width, int64_t kept) {
     const int64_t runs = (width - 1) / 2;
     columns_read = (n + 1) / 2 + runs;
-    half = (columns_read + 2 * kMaxLanes - 1) / kMaxLanes * kMaxLanes;
-    chunk_len = (kChunk + runs + 2 * kMaxLanes - 1) / kMaxLanes * kMaxLanes;
+    half = (columns_read + 2 * kMaxLanes) / kMaxLanes * kMaxLanes;
+    chunk_len = (kChunk + runs + 2 * kMaxLanes) / kMaxLanes * kMaxLanes;
     columns.assign(2 * rows * chunk_len, E{});
     merged.assign(kept * chunk_len, E{});
-    even.assign(chunk_len, E{});
-    odd.assign(chunk_len, E{});
+    even.assign(kMaxLanes, E{});
+    odd.assign(kMaxLanes, E{});
     extended.assign(2 * half, E{});
   }
   // An extended line split into even and odd columns: ext[2j] to row[j],
@@ -255,6 +256,27 @@ GF_INLINE void unroll(const F& f) {
   unroll<N>(f, std::make_integer_sequence<int, N>{});
 }
 
+// The lanes of a and b interleaved, a0 b0 a1 b1 ...: the first half into
+// lo, the second into hi.
+template <class V, int... I>
+GF_INLINE void zip(const V& a, const V& b, V& lo, V& hi, std::integer_sequence<int, I...>) {
+  constexpr int S = sizeof...(I);
+#if defined(__clang__)
+  lo = __builtin_shufflevector(a, b, (I % 2 ? S + I / 2 : I / 2)...);
+  hi = __builtin_shufflevector(a, b, (I % 2 ? S + S / 2 + I / 2 : S / 2 + I / 2)...);
+#elif defined(__GNUC__)
+  using Lane = decltype(a[0]);
+  using Index = std::conditional_t<sizeof(Lane) == 1, int8_t, std::conditional_t<sizeof(Lane) == 2, int16_t,
+                std::conditional_t<sizeof(Lane) == 4, int32_t, int64_t>>>;
+  typedef Index Mask __attribute__((vector_size(sizeof(V))));
+  lo = __builtin_shuffle(a, b, Mask{(I % 2 ? S + I / 2 : I / 2)...});
+  hi = __builtin_shuffle(a, b, Mask{(I % 2 ? S + S / 2 + I / 2 : S / 2 + I / 2)...});
+#else
+  lo = a;  // one lane (Simd without vector extensions)
+  hi = b;
+#endif
+}
+
 // One output line of a box rank filter: rows[r] the split extended line of
 // row r (see BoxBuffers::split), result in res[0..n). Every pointer is read
 // into a local first: stores of uint8 may alias anything, and the compiler
@@ -276,43 +298,53 @@ void box_rank_line(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
   E* merged[kept];
   unroll<kept>([&](auto q) { merged[q] = b.merged.data() + q * len; });
   E *even = b.even.data(), *odd = b.odd.data();
+  // Column 2j (parity 0) or 2j+1 (1) sorted into v[0..R) and stored.
+  auto sort_column = [&](int parity, int64_t j, V* v) {
+    unroll<R>([&](auto r) { v[r] = load_as<V>(split[parity][r] + j); });
+    Unrolled<Plan::column>::run(v);
+  };
+  auto store_column = [&](int parity, int64_t j, const V* v) {
+    unroll<R>([&](auto r) { store_as(sorted[parity][r] + j, v[r]); });
+  };
 
   for (int64_t c = 0; c < pairs; c += b.kChunk) {
     const int64_t count = std::min(b.kChunk, pairs - c);
-    for (int parity = 0; parity < 2; ++parity)  // 1: columns sorted
-      for (int64_t j = 0; j < count + runs; j += step) {
-        V v[R];
-        unroll<R>([&](auto r) { v[r] = load_as<V>(split[parity][r] + c + j); });
-        Unrolled<Plan::column>::run(v);
-        unroll<R>([&](auto r) { store_as(sorted[parity][r] + j, v[r]); });
-      }
-    for (int64_t j = 0; j < count + runs - 1; j += step) {  // 2: columns 2j+1 and 2j+2 merged
-      V v[2 * R];
-      unroll<R>([&](auto r) {
-        v[r] = load_as<V>(sorted[1][r] + j);
-        v[R + r] = load_as<V>(sorted[0][r] + j + 1);
-      });
+    V v[2 * R];
+    sort_column(0, c, v);
+    store_column(0, 0, v);
+    for (int64_t j = 0; j < count + runs; j += step) {  // columns 2j+1 and 2j+2 sorted, merged
+      sort_column(1, c + j, v);
+      sort_column(0, c + j + 1, v + R);
+      store_column(1, j, v);
+      store_column(0, j + 1, v + R);
       Unrolled<Plan::pair_net>::run(v);
       unroll<kept>([&](auto q) { store_as(merged[q] + j, v[Plan::pair_out.at[q]]); });
     }
-    for (int64_t p = 0; p < count; p += step) {  // 3: outputs 2p and 2p+1
-      V v[runs * kept + 2 * R];
-      unroll<runs * kept>([&](auto i) { v[i] = load_as<V>(merged[i % kept] + p + i / kept); });
-      unroll<R>([&](auto r) {
-        v[runs * kept + r] = load_as<V>(sorted[0][r] + p);
-        v[runs * kept + R + r] = load_as<V>(sorted[1][r] + p + runs);
-      });
-      Unrolled<Plan::output_net>::run(v);
-      store_as(even + p, v[Plan::output_out.at[0]]);
-      store_as(odd + p, v[Plan::output_out.at[1]]);
-    }
-    E* out = res + 2 * c;
     const int64_t whole = std::min(count, n / 2 - c);  // pairs with both outputs in the line
-    for (int64_t p = 0; p < whole; ++p) {
-      out[2 * p] = even[p];
-      out[2 * p + 1] = odd[p];
+    for (int64_t p = 0; p < count; p += step) {  // outputs 2p and 2p+1
+      V w[runs * kept + 2 * R];
+      unroll<runs * kept>([&](auto i) { w[i] = load_as<V>(merged[i % kept] + p + i / kept); });
+      unroll<R>([&](auto r) {
+        w[runs * kept + r] = load_as<V>(sorted[0][r] + p);
+        w[runs * kept + R + r] = load_as<V>(sorted[1][r] + p + runs);
+      });
+      Unrolled<Plan::output_net>::run(w);
+      const V first = w[Plan::output_out.at[0]], second = w[Plan::output_out.at[1]];
+      E* out = res + 2 * (c + p);
+      if (p + step <= whole) {
+        V lo, hi;
+        zip(first, second, lo, hi, std::make_integer_sequence<int, step>{});
+        store_as(out, lo);
+        store_as(out + step, hi);
+        continue;
+      }
+      store_as(even, first);  // the line's end
+      store_as(odd, second);
+      for (int64_t i = 0; i < std::min(step, count - p); ++i) {
+        out[2 * i] = even[i];
+        if (2 * (c + p + i) + 1 < n) out[2 * i + 1] = odd[i];
+      }
     }
-    if (whole < count) out[2 * whole] = even[whole];
   }
 }
 
