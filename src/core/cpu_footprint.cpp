@@ -397,13 +397,10 @@ BoxRankLine<E> box_rank_kernel(int64_t rows, int64_t width, int64_t rank) {
 template <class E>
 constexpr int64_t kNetworkWidth = 512 / sizeof(E);
 
-// Which input line a buffered row holds: its byte offset, or none (a row
-// outside the array in constant mode: all cval).
-struct RowKey {
-  int64_t offset = 0;
-  bool outside = false;
-  bool operator==(const RowKey& o) const { return outside == o.outside && (outside || offset == o.offset); }
-};
+// Which input line a buffered row holds: its byte offset in the input, or
+// kOutside (a row outside the array in constant mode: all cval).
+using RowKey = int64_t;
+constexpr RowKey kOutside = INT64_MIN, kNoRow = INT64_MAX;  // kNoRow: a buffer never filled
 
 // The extended input lines of the current output line, one per plan row.
 // A thread's output lines come in order, and the next one reads mostly the
@@ -413,40 +410,34 @@ struct RowCache {
   int64_t size;             // elements per buffered line
   std::vector<E> storage;   // one line per plan row
   std::vector<RowKey> held;  // per buffer
-  std::vector<char> valid, used;
+  std::vector<char> used;
   std::vector<const E*> row;  // per plan row: the buffer holding its line
 
   RowCache(int64_t rows, int64_t size_)
-      : size(size_), storage(rows * size_), held(rows), valid(rows, 0), used(rows), row(rows) {}
+      : size(size_), storage(rows * size_), held(rows, kNoRow), used(rows), row(rows) {}
 
-  bool holds(const RowKey& key) const {
-    for (size_t b = 0; b < held.size(); ++b)
-      if (valid[b] && held[b] == key) return true;
-    return false;
-  }
+  // The buffer holding `key`, or held.size().
+  size_t find(RowKey key) const { return std::find(held.begin(), held.end(), key) - held.begin(); }
+  bool holds(RowKey key) const { return find(key) < held.size(); }
   // Points row[r] at a buffer holding line wanted[r], reading the missing
-  // ones with fill(wanted[r], buffer).
+  // ones with fill(wanted[r], buffer) into buffers no wanted line is in.
   template <class Fill>
   void fetch(const RowKey* wanted, const Fill& fill) {
     const size_t count = row.size();
     std::fill(used.begin(), used.end(), 0);
-    auto find = [&](const RowKey& key) -> E* {
-      for (size_t b = 0; b < count; ++b)
-        if (valid[b] && held[b] == key) return used[b] = 1, storage.data() + b * size;
-      return nullptr;
-    };
-    for (size_t r = 0; r < count; ++r) row[r] = find(wanted[r]);
     for (size_t r = 0; r < count; ++r) {
-      if (row[r]) continue;
-      E* buffer = find(wanted[r]);  // read for an earlier row of this loop
-      if (!buffer) {
-        const size_t b = std::find(used.begin(), used.end(), 0) - used.begin();
-        buffer = storage.data() + b * size;
-        fill(wanted[r], buffer);
+      const size_t b = find(wanted[r]);
+      if (b < count) used[b] = 1;
+    }
+    for (size_t r = 0; r < count; ++r) {
+      size_t b = find(wanted[r]);  // perhaps read for an earlier row of this loop
+      if (b == count) {
+        b = std::find(used.begin(), used.end(), 0) - used.begin();
+        fill(wanted[r], storage.data() + b * size);
         held[b] = wanted[r];
-        valid[b] = used[b] = 1;
+        used[b] = 1;
       }
-      row[r] = buffer;
+      row[r] = storage.data() + b * size;
     }
   }
 };
@@ -597,12 +588,12 @@ void row_keys(const Lines& lines, const LinePlan& plan, Mode mode, int64_t l, Ro
     rem /= lines.outer_shape[d];
   }
   for (size_t r = 0; r < plan.rows.size(); ++r) {
-    RowKey& key = keys[r] = RowKey{};
-    for (int d = 0; d < lines.outer_ndim && !key.outside; ++d) {
+    RowKey key = 0;
+    for (int d = 0; d < lines.outer_ndim && key != kOutside; ++d) {
       const int64_t k = border_index(outer_index[d] + plan.rows[r][d], lines.outer_shape[d], mode);
-      key.outside = k < 0;
-      key.offset += k * lines.outer_strides[0][d];
+      key = k < 0 ? kOutside : key + k * lines.outer_strides[0][d];
     }
+    keys[r] = key;
   }
 }
 
@@ -638,30 +629,33 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   parallel_region(lines.count * n * f.taps() > 32768, cpu_max_threads(), [&, load = load, store = store] {
     Scratch<E> s(plan, n, f.taps(), box != nullptr);
     std::vector<RowKey> wanted(rows), next(rows);
-    auto read_row = [&](const RowKey& key, E* buffer) {
+    auto read_row = [&](RowKey key, E* buffer) {
       E* ext = box ? s.box.extended.data() : buffer;
-      if (key.outside) {
+      if (key == kOutside) {
         std::fill(ext, ext + extended, (E)cval);
       } else {
-        load(in.data + key.offset, in.strides[last], n, ext + plan.left);
+        load(in.data + key, in.strides[last], n, ext + plan.left);
         extend_line(ext, n, plan.left, right, f.mode, cval);
       }
       if (box) s.box.split(ext, buffer);
     };
     // (lines that stay in the L2 cache the while)
     const bool prefetched = in.strides[last] == itemsize(in.dtype) && n * itemsize(in.dtype) <= 65536;
+    int64_t next_line = -1;  // the line whose keys `next` holds
 #pragma omp for schedule(static)
     for (int64_t l = 0; l < lines.count; ++l) {
       int64_t in_off, out_off;
       lines.offsets(l, in_off, out_off);
-      row_keys(lines, plan, f.mode, l, wanted.data());
+      if (next_line == l) std::swap(wanted, next);
+      else row_keys(lines, plan, f.mode, l, wanted.data());
       s.rows.fetch(wanted.data(), read_row);
-      if (prefetched && l + 1 < lines.count) {
+      if (l + 1 < lines.count) {
+        row_keys(lines, plan, f.mode, l + 1, next.data());
+        next_line = l + 1;
         // The next line's new input lines, read while this one is filtered:
         // the hardware prefetcher does not cross into their 4 KiB pages.
-        row_keys(lines, plan, f.mode, l + 1, next.data());
-        for (const RowKey& key : next)
-          if (!key.outside && !s.rows.holds(key)) prefetch(in.data + key.offset, n * itemsize(in.dtype));
+        for (RowKey key : next)
+          if (prefetched && key != kOutside && !s.rows.holds(key)) prefetch(in.data + key, n * itemsize(in.dtype));
       }
       char* dst = out.data + out_off;
       E* res = direct && (uintptr_t)dst % alignof(E) == 0 ? reinterpret_cast<E*>(dst) : s.result.data();
