@@ -1406,6 +1406,22 @@ def test_median_of_other_footprints_of_9_25_27_taps_equals_scipy(taps, dtype, rn
                                   snd.median_filter(x, footprint=fp, mode="mirror"))
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
+@pytest.mark.parametrize("name", ["minimum_filter", "maximum_filter"])
+def test_min_max_of_other_footprints_with_nan_equal_scipy(name, dtype, rng):
+    # Footprints that are not boxes reduce tap by tap, keeping the value so
+    # far unless the tap's is smaller (larger): NaN stays only where the
+    # first tap holds it, as in scipy. Lines past a vector, and shorter.
+    fp = np.array([[0, 1, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0]], bool)
+    for shape in ((9, 70), (5, 3)):
+        x = random_array(rng, shape, dtype)
+        if x.dtype.kind == "f":
+            x[rng.random(x.shape) < 0.05] = np.nan
+        for mode in ("reflect", "constant", "nearest"):
+            np.testing.assert_array_equal(getattr(gnd, name)(x, footprint=fp, mode=mode, cval=3),
+                                          getattr(snd, name)(x, footprint=fp, mode=mode, cval=3))
+
+
 # ------------------------------------------------ box medians, two at a time
 # The medians of 3x3, 5x5 and 3x3x3 boxes sort each column of the box once,
 # merge columns in pairs, and select two neighbouring outputs from what they

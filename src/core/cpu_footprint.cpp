@@ -502,12 +502,16 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
       break;
     case Reduce::Minimum:
     case Reduce::Maximum: {
-      const bool minimum = f.reduce == Reduce::Minimum;
-      std::copy(tap(0), tap(0) + n, res);
+      // A select stored unconditionally (vectorises), keeping res unless
+      // src is smaller (larger): where NaN is, the first tap's value stays.
+      E* __restrict out = res;
+      std::copy(tap(0), tap(0) + n, out);
       for (int64_t t = 1; t < taps; ++t) {
-        const E* src = tap(t);
-        for (int64_t i = 0; i < n; ++i)
-          if (minimum ? src[i] < res[i] : src[i] > res[i]) res[i] = src[i];
+        const E* __restrict src = tap(t);
+        if (f.reduce == Reduce::Minimum)
+          for (int64_t i = 0; i < n; ++i) out[i] = src[i] < out[i] ? src[i] : out[i];
+        else
+          for (int64_t i = 0; i < n; ++i) out[i] = src[i] > out[i] ? src[i] : out[i];
       }
       break;
     }
