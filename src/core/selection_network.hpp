@@ -133,6 +133,16 @@ constexpr Slots merge_runs(ExchangeList& net, const Slots& a, const Slots& b) {
   return merged;
 }
 
+// Batcher's merge sort of `slots` by merge_runs of sorted halves (for 9
+// values 26 exchanges, against 28 for odd_even_sort's): appends its
+// exchanges to `net` and returns the slots in ascending order.
+constexpr Slots merge_sort(ExchangeList& net, const Slots& slots) {
+  if (slots.size <= 1) return slots;
+  const int first_half = (slots.size + 1) / 2;
+  return merge_runs(net, merge_sort(net, slots.part(0, first_half)),
+                    merge_sort(net, slots.part(first_half, slots.size - first_half)));
+}
+
 // The value of rank k in A + B, A ascending with a_size values of which
 // `known` holds those of ranks a_first.. (the lower ones are not needed when
 // a_first <= k - b.size), B the ascending run `b`. It is the smallest, over
