@@ -989,6 +989,8 @@ def test_multithreaded_size_matches_scipy(dtype, rng):
     # Large enough (lines x length > 32768) for the OpenMP path.
     x = random_array(rng, (190, 230), dtype)
     check("median_filter", x, size=3)
+    check("median_filter", x, size=5, mode="nearest")
+    check("median_filter", random_array(rng, (23, 24, 70), dtype), size=3)
     check("maximum_filter", x, footprint=cross(2, 5))
     check("correlate", x, weights_for(rng, dtype, (3, 4)))
     if x.dtype.kind == "f":

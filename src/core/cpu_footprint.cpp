@@ -641,7 +641,12 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   const bool direct = dispatch_real_dtype<LineIOAs<E>::template Verbatim>(out.dtype) &&
                       out.strides[last] == (int64_t)sizeof(E);
 
-  parallel_region(lines.count * n * f.taps() > 32768, cpu_max_threads(), [&, load = load, store = store] {
+  // Dynamic chunks of consecutive lines (~16 per thread): a thread that the
+  // OS preempts does not hold up the others, and within a chunk each input
+  // line is read once.
+  const int threads = cpu_max_threads();
+  const int64_t grain = std::max<int64_t>(1, lines.count / (16 * threads));
+  parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
     Scratch<E> s(plan, n, f.taps(), box != nullptr);
     std::vector<RowKey> wanted(rows), next(rows);
     auto read_row = [&](RowKey key, E* buffer) {
@@ -657,7 +662,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
     // (lines that stay in the L2 cache the while)
     const bool prefetched = in.strides[last] == itemsize(in.dtype) && n * itemsize(in.dtype) <= 65536;
     int64_t next_line = -1;  // the line whose keys `next` holds
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, grain)
     for (int64_t l = 0; l < lines.count; ++l) {
       int64_t in_off, out_off;
       lines.offsets(l, in_off, out_off);
