@@ -2,7 +2,12 @@
 // extended input line per distinct offset of the footprint across the other
 // axes; the taps then read those buffers at their last-axis shift, so every
 // input value is converted once per line and the inner loops are unit-stride.
+// Consecutive output lines share most input lines: each is read once per
+// thread, not once per output line reading it. Rank filters of a few taps
+// run selection networks (selection_network.hpp) over vectors of outputs;
+// those of the common boxes, separable ones sharing work between outputs.
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <type_traits>
@@ -12,6 +17,7 @@
 #include "core/cpu_backend.hpp"
 #include "core/cpu_lines.hpp"
 #include "core/parallel.hpp"
+#include "core/selection_network.hpp"
 
 namespace gpufilt {
 namespace {
@@ -45,58 +51,8 @@ struct LinePlan {
   }
 };
 
-// A selection network: compare-exchanges that leave the value of rank
-// `rank` among `taps` values at position `rank`. It is Batcher's odd-even
-// merge sort of the next power of two (padding taps that hold +infinity
-// never move, so exchanges touching them are dropped), keeping only the
-// exchanges the output depends on, and of those only the half (minimum or
-// maximum) that is read later. Exact: it moves values, never computes any.
-// Run over many output positions at once, its loops vectorise, unlike a
-// selection per position.
-struct Exchange {
-  int32_t lo, hi;  // lo < hi: lo gets the minimum, hi the maximum
-  bool keep_min, keep_max;
-};
-
-// The network's exchanges in order, computed at compile time for the fixed
-// networks below and at run time for the others.
-struct ExchangeList {
-  static constexpr int64_t kMaxTaps = 64;      // beyond, other algorithms
-  static constexpr int kCapacity = 1024;       // Batcher's 64-input sort has 543
-  Exchange items[kCapacity] = {};
-  int count = 0;
-};
-
-constexpr ExchangeList selection_exchanges(int64_t taps, int64_t rank) {
-  ExchangeList all, kept;
-  if (taps < 1 || taps > ExchangeList::kMaxTaps || rank < 0 || rank >= taps) return kept;
-  int64_t n = 1;
-  while (n < taps) n *= 2;
-  for (int64_t p = 1; p < n; p *= 2)
-    for (int64_t k = p; k >= 1; k /= 2)
-      for (int64_t j = k % p; j + k < n; j += 2 * k)
-        for (int64_t i = 0; i < std::min(k, n - j - k); ++i)
-          if ((i + j) / (2 * p) == (i + j + k) / (2 * p) && i + j + k < taps)
-            all.items[all.count++] = {(int32_t)(i + j), (int32_t)(i + j + k), false, false};
-  bool needed[ExchangeList::kMaxTaps] = {};
-  needed[rank] = true;
-  for (int x = all.count - 1; x >= 0; --x) {  // backwards: what the result depends on
-    Exchange e = all.items[x];
-    e.keep_min = needed[e.lo];
-    e.keep_max = needed[e.hi];
-    if (e.keep_min || e.keep_max) {
-      needed[e.lo] = needed[e.hi] = true;
-      kept.items[kept.count++] = e;
-    }
-  }
-  for (int x = 0; x < kept.count / 2; ++x) {  // back in the order they run
-    const Exchange e = kept.items[x];
-    kept.items[x] = kept.items[kept.count - 1 - x];
-    kept.items[kept.count - 1 - x] = e;
-  }
-  return kept;
-}
-
+// A selection network built at run time, run over many output positions at
+// once through memory: for footprints with no network unrolled below.
 struct SelectionNetwork {
   std::vector<Exchange> exchanges;
   int64_t rank = 0;
@@ -104,7 +60,7 @@ struct SelectionNetwork {
 
   SelectionNetwork(int64_t taps, int64_t rank_) : rank(rank_) {
     const ExchangeList list = selection_exchanges(taps, rank);
-    valid = taps >= 1 && taps <= ExchangeList::kMaxTaps && rank >= 0 && rank < taps;
+    valid = taps >= 1 && taps <= ExchangeList::kMaxSlots && rank >= 0 && rank < taps;
     exchanges.assign(list.items, list.items + list.count);
   }
   bool usable() const { return valid; }
@@ -137,23 +93,32 @@ struct SelectionNetwork {
   }
 };
 
-// The medians of 3x3, 5x5 and 3x3x3 boxes by networks unrolled at compile
-// time: the values stay in registers (or the compiler's spills) instead of
-// going through memory at every exchange, about twice as fast.
+// Networks unrolled at compile time: the values stay in registers (or the
+// compiler's spills) instead of going through memory at every exchange,
+// about twice as fast.
 template <class V, int Lo, int Hi, bool KeepMin, bool KeepMax>
-inline void exchange(V* v) {
+GF_INLINE void exchange(V* v) {
   const V x = v[Lo], y = v[Hi];
   if (KeepMin) v[Lo] = V(y < x ? y : x);
   if (KeepMax) v[Hi] = V(y < x ? x : y);
 }
 
+template <const ExchangeList& List>
+struct Unrolled {
+  template <class V, size_t... I>
+  static GF_INLINE void apply(V* v, std::index_sequence<I...>) {
+    (exchange<V, List.items[I].lo, List.items[I].hi, List.items[I].keep_min, List.items[I].keep_max>(v), ...);
+  }
+  template <class V>
+  static GF_INLINE void run(V* v) {
+    apply(v, std::make_index_sequence<List.count>{});
+  }
+};
+
+// The medians of 9, 25 and 27 taps of other footprints than boxes.
 template <int Taps, int Rank>
 struct FixedSelection {
   static constexpr ExchangeList list = selection_exchanges(Taps, Rank);
-  template <class V, size_t... I>
-  static void apply(V* v, std::index_sequence<I...>) {
-    (exchange<V, list.items[I].lo, list.items[I].hi, list.items[I].keep_min, list.items[I].keep_max>(v), ...);
-  }
   // res[i] for i < n; tap t of position i at taps[t][i].
   template <int Bytes, class E>
   static void run(const E* const* taps, int64_t n, E* res) {
@@ -163,7 +128,7 @@ struct FixedSelection {
       using W = decltype(v);
       W values[Taps];
       for (int t = 0; t < Taps; ++t) values[t] = load_as<W>(taps[t] + i);
-      apply(values, std::make_index_sequence<list.count>{});
+      Unrolled<list>::run(values);
       store_as(res + i, values[Rank]);
     };
     int64_t i = 0;
@@ -181,36 +146,344 @@ bool fixed_selection(int64_t taps, int64_t rank, const E* const* tap_lines, int6
   return false;
 }
 
+// Rank filters of a full box: `Rows` lines across the other axes (the
+// LinePlan's rows) by `Width` (odd) shifts along the line, two outputs at a
+// time, after Adams' separable sorting networks. Outputs 2p and 2p+1 share
+// the columns (the Rows values at one shift) 2p+1 .. 2p+Width-1:
+//   1. every column is sorted once (not once per output that reads it);
+//   2. columns 2j+1 and 2j+2 are merged, once for the two pairs of outputs
+//      that read both;
+//   3. each pair merges the (Width-1)/2 merged column pairs it shares, keeps
+//      the ranks within Rows of the result, and each output selects its
+//      result from these and its own sorted column: 2p, or 2p+Width.
+// A 5x5 median takes 59 min/max per output instead of 202 for the whole
+// box's network, 3x3 17 instead of 40, 3x3x3 94 instead of 226. To feed
+// vectors of neighbouring pairs, lines are split into even and odd columns.
+struct BoxStage {
+  ExchangeList net;
+  Slots out;
+};
+
+// Step 1's input: slots 0..rows-1, a column; out: its values ascending.
+constexpr BoxStage box_column_stage(int rows) {
+  BoxStage s;
+  s.out = merge_sort(s.net, Slots::range(0, rows));
+  return s;
+}
+
+// Step 2's input: slots 0..rows-1 column 2j+1, rows..2*rows-1 column 2j+2,
+// each ascending; out: the merged ranks first..last that step 3 reads.
+constexpr BoxStage box_pair_stage(int rows, int first, int last) {
+  BoxStage s;
+  s.out = merge_runs(s.net, Slots::range(0, rows), Slots::range(rows, rows)).part(first, last - first + 1);
+  s.net = prune(s.net, s.out);
+  return s;
+}
+
+// Step 3's input: `runs` merged column pairs (their ranks first..last, in
+// turn), then the sorted columns 2p and 2p+width; out: the results of
+// outputs 2p and 2p+1.
+constexpr BoxStage box_output_stage(int rows, int width, int rank, int first, int last) {
+  BoxStage s;
+  const int runs = (width - 1) / 2, kept = last - first + 1, shared = runs * 2 * rows;
+  Slots core = Slots::range(0, kept);
+  for (int m = 1; m < runs; ++m) core = merge_runs(s.net, core, Slots::range(m * kept, kept));
+  int core_first = first;  // rank of core.at[0] among the shared values
+  if (runs > 1) {          // then first = 0, last = 2 * rows - 1: all merged
+    core_first = std::max(0, rank - rows);
+    core = core.part(core_first, std::min(rank, shared - 1) - core_first + 1);
+  }
+  for (int side = 0; side < 2; ++side)
+    s.out.push(select_from_runs(s.net, core, core_first, shared, Slots::range(runs * kept + side * rows, rows), rank));
+  s.net = prune(s.net, s.out);
+  return s;
+}
+
+template <int Rows, int Width, int Rank>
+struct BoxRankPlan {
+  static_assert(Width % 2 == 1 && Width >= 3, "two outputs share an even number of columns");
+  static constexpr int kRows = Rows, kRuns = (Width - 1) / 2;
+  // The ranks of a merged column pair step 3 reads: with one pair the result
+  // lies within Rows of Rank among them, with more any may count.
+  static constexpr int kFirst = kRuns == 1 ? std::max(0, Rank - Rows) : 0;
+  static constexpr int kLast = kRuns == 1 ? std::min(Rank, 2 * Rows - 1) : 2 * Rows - 1;
+  static constexpr int kKept = kLast - kFirst + 1;
+  static constexpr ExchangeList column_net = box_column_stage(Rows).net;
+  static constexpr Slots column_out = box_column_stage(Rows).out;
+  static constexpr ExchangeList pair_net = box_pair_stage(Rows, kFirst, kLast).net;
+  static constexpr Slots pair_out = box_pair_stage(Rows, kFirst, kLast).out;
+  static constexpr ExchangeList output_net = box_output_stage(Rows, Width, Rank, kFirst, kLast).net;
+  static constexpr Slots output_out = box_output_stage(Rows, Width, Rank, kFirst, kLast).out;
+  static_assert(kRuns * kKept + 2 * Rows <= ExchangeList::kMaxSlots, "too many slots");
+};
+
+// Per-thread buffers of the box path, for lines of n values. The lines
+// split in even and odd columns are `half` long: the pairs, plus the columns
+// they read past them, plus a vector of lanes past the last one read (loops
+// run in whole vectors; the extra lanes compute values nobody reads, from
+// values set at allocation). The work arrays hold a chunk of kChunk pairs
+// (and the columns and a vector past it), small enough to stay in the L1
+// cache; even and odd the last vector of outputs of a line.
+template <class E>
+struct BoxBuffers {
+  static constexpr int64_t kMaxLanes = 32 / sizeof(E), kChunk = 512 / sizeof(E);
+  int64_t half = 0, columns_read = 0, chunk_len = 0;
+  std::vector<E> columns, merged, even, odd, extended;
+
+  BoxBuffers() = default;
+  BoxBuffers(int64_t n, int64_t rows, int64_t width, int64_t kept) {
+    const int64_t runs = (width - 1) / 2;
+    columns_read = (n + 1) / 2 + runs;
+    half = (columns_read + 2 * kMaxLanes) / kMaxLanes * kMaxLanes;
+    chunk_len = (kChunk + runs + 2 * kMaxLanes) / kMaxLanes * kMaxLanes;
+    columns.assign(2 * rows * chunk_len, E{});
+    merged.assign(kept * chunk_len, E{});
+    even.assign(kMaxLanes, E{});
+    odd.assign(kMaxLanes, E{});
+    extended.assign(2 * half, E{});
+  }
+  // An extended line split into even and odd columns: ext[2j] to row[j],
+  // ext[2j+1] to row[half + j].
+  void split(const E* __restrict ext, E* __restrict row) const {
+    E* __restrict odd_row = row + half;
+    for (int64_t j = 0, count = columns_read; j < count; ++j) {  // a local count: the loop vectorises
+      row[j] = ext[2 * j];
+      odd_row[j] = ext[2 * j + 1];
+    }
+  }
+};
+
+// f(std::integral_constant<int, i>) for i < N, unrolled: indices known at
+// compile time keep arrays of vectors in registers.
+template <int N, class F, int... I>
+GF_INLINE void unroll(const F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+GF_INLINE void unroll(const F& f) {
+  unroll<N>(f, std::make_integer_sequence<int, N>{});
+}
+
+// The lanes of a and b interleaved, a0 b0 a1 b1 ...: the first half into
+// lo, the second into hi.
+template <class V, int... I>
+GF_INLINE void zip(const V& a, const V& b, V& lo, V& hi, std::integer_sequence<int, I...>) {
+  constexpr int S = sizeof...(I);
+#if defined(__clang__)
+  lo = __builtin_shufflevector(a, b, (I % 2 ? S + I / 2 : I / 2)...);
+  hi = __builtin_shufflevector(a, b, (I % 2 ? S + S / 2 + I / 2 : S / 2 + I / 2)...);
+#elif defined(__GNUC__)
+  using Lane = decltype(a[0]);
+  using Index = std::conditional_t<sizeof(Lane) == 1, int8_t, std::conditional_t<sizeof(Lane) == 2, int16_t,
+                std::conditional_t<sizeof(Lane) == 4, int32_t, int64_t>>>;
+  typedef Index Mask __attribute__((vector_size(sizeof(V))));
+  lo = __builtin_shuffle(a, b, Mask{(I % 2 ? S + I / 2 : I / 2)...});
+  hi = __builtin_shuffle(a, b, Mask{(I % 2 ? S + S / 2 + I / 2 : S / 2 + I / 2)...});
+#else
+  lo = a;  // one lane (Simd without vector extensions)
+  hi = b;
+#endif
+}
+
+// One output line of a box rank filter: rows[r] the split extended line of
+// row r (see BoxBuffers::split), result in res[0..n). Every pointer is read
+// into a local first: stores of uint8 may alias anything, and the compiler
+// would read them again after each one.
+template <class Plan, int Bytes, class E>
+void box_rank_line(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
+  using V = typename Simd<E, Bytes>::V;
+  constexpr int64_t step = sizeof(V) / sizeof(E);
+  constexpr int R = Plan::kRows, runs = Plan::kRuns, kept = Plan::kKept;
+  const int64_t pairs = (n + 1) / 2, len = b.chunk_len;
+  const E* split[2][R];  // even and odd columns of each row
+  E* sorted[2][R];       // the sorted columns of a chunk, even and odd
+  unroll<R>([&](auto r) {
+    split[0][r] = rows[r];
+    split[1][r] = rows[r] + b.half;
+    sorted[0][r] = b.columns.data() + r * len;
+    sorted[1][r] = b.columns.data() + (R + r) * len;
+  });
+  E* merged[kept];
+  unroll<kept>([&](auto q) { merged[q] = b.merged.data() + q * len; });
+  E *even = b.even.data(), *odd = b.odd.data();
+  // Column 2j (parity 0) or 2j+1 (1) sorted, its values ascending into
+  // v[0..R), and stored.
+  auto sort_column = [&](int parity, int64_t j, V* v) {
+    V u[R];
+    unroll<R>([&](auto r) { u[r] = load_as<V>(split[parity][r] + j); });
+    Unrolled<Plan::column_net>::run(u);
+    unroll<R>([&](auto r) { v[r] = u[Plan::column_out.at[r]]; });
+  };
+  auto store_column = [&](int parity, int64_t j, const V* v) {
+    unroll<R>([&](auto r) { store_as(sorted[parity][r] + j, v[r]); });
+  };
+
+  for (int64_t c = 0; c < pairs; c += b.kChunk) {
+    const int64_t count = std::min(b.kChunk, pairs - c);
+    V v[2 * R];
+    sort_column(0, c, v);
+    store_column(0, 0, v);
+    for (int64_t j = 0; j < count + runs; j += step) {  // columns 2j+1 and 2j+2 sorted, merged
+      sort_column(1, c + j, v);
+      sort_column(0, c + j + 1, v + R);
+      store_column(1, j, v);
+      store_column(0, j + 1, v + R);
+      Unrolled<Plan::pair_net>::run(v);
+      unroll<kept>([&](auto q) { store_as(merged[q] + j, v[Plan::pair_out.at[q]]); });
+    }
+    const int64_t whole = std::min(count, n / 2 - c);  // pairs with both outputs in the line
+    for (int64_t p = 0; p < count; p += step) {  // outputs 2p and 2p+1
+      V w[runs * kept + 2 * R];
+      unroll<runs * kept>([&](auto i) { w[i] = load_as<V>(merged[i % kept] + p + i / kept); });
+      unroll<R>([&](auto r) {
+        w[runs * kept + r] = load_as<V>(sorted[0][r] + p);
+        w[runs * kept + R + r] = load_as<V>(sorted[1][r] + p + runs);
+      });
+      Unrolled<Plan::output_net>::run(w);
+      const V first = w[Plan::output_out.at[0]], second = w[Plan::output_out.at[1]];
+      E* out = res + 2 * (c + p);
+      if (p + step <= whole) {
+        V lo, hi;
+        zip(first, second, lo, hi, std::make_integer_sequence<int, step>{});
+        store_as(out, lo);
+        store_as(out + step, hi);
+        continue;
+      }
+      store_as(even, first);  // the line's end
+      store_as(odd, second);
+      for (int64_t i = 0; i < std::min(step, count - p); ++i) {
+        out[2 * i] = even[i];
+        if (2 * (c + p + i) + 1 < n) out[2 * i + 1] = odd[i];
+      }
+    }
+  }
+}
+
+bool cpu_has_avx2() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+template <class E>
+using BoxRankLine = void (*)(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res);
+
+// The AVX2 copy (32 bytes per compare) where the CPU has AVX2. Moves and
+// comparisons only: the results are the same. `flatten` inlines the kernel
+// into the copy.
+#if defined(__GNUC__) && defined(__x86_64__)
+template <class Plan, class E>
+__attribute__((target("avx2"), flatten)) void box_rank_line_avx2(const E* const* rows, int64_t n,
+                                                                BoxBuffers<E>& b, E* res) {
+  box_rank_line<Plan, 32>(rows, n, b, res);
+}
+#endif
+
+template <class Plan, class E>
+BoxRankLine<E> box_rank_line_for_cpu() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (cpu_has_avx2()) return &box_rank_line_avx2<Plan, E>;
+#endif
+  return &box_rank_line<Plan, 16, E>;
+}
+
+// The box kernel for `rows` x `width` taps and `rank`, or null: the medians
+// of 3x3, 5x5 and 3x3x3 boxes are compiled.
+template <class E>
+BoxRankLine<E> box_rank_kernel(int64_t rows, int64_t width, int64_t rank) {
+  if (rows == 3 && width == 3 && rank == 4) return box_rank_line_for_cpu<BoxRankPlan<3, 3, 4>, E>();
+  if (rows == 5 && width == 5 && rank == 12) return box_rank_line_for_cpu<BoxRankPlan<5, 5, 12>, E>();
+  if (rows == 9 && width == 3 && rank == 13) return box_rank_line_for_cpu<BoxRankPlan<9, 3, 13>, E>();
+  return nullptr;
+}
+
 // Output positions a selection network handles at once: 512 bytes of them,
 // so that each exchange loops over several vectors.
 template <class E>
 constexpr int64_t kNetworkWidth = 512 / sizeof(E);
 
-// Per-thread buffers: one extended line per row, the result, rank scratch.
+// Which input line a buffered row holds: its byte offset in the input, or
+// kOutside (a row outside the array in constant mode: all cval).
+using RowKey = int64_t;
+constexpr RowKey kOutside = INT64_MIN, kNoRow = INT64_MAX;  // kNoRow: a buffer never filled
+
+// The extended input lines of the current output line, one per plan row.
+// A thread's output lines come in order, and the next one reads mostly the
+// same input lines: those already buffered are kept, not read again.
+template <class E>
+struct RowCache {
+  int64_t size;             // elements per buffered line
+  std::vector<E> storage;   // one line per plan row
+  std::vector<RowKey> held;  // per buffer
+  std::vector<char> used;
+  std::vector<const E*> row;  // per plan row: the buffer holding its line
+
+  RowCache(int64_t rows, int64_t size_)
+      : size(size_), storage(rows * size_), held(rows, kNoRow), used(rows), row(rows) {}
+
+  // The buffer holding `key`, or held.size().
+  size_t find(RowKey key) const { return std::find(held.begin(), held.end(), key) - held.begin(); }
+  bool holds(RowKey key) const { return find(key) < held.size(); }
+  // Points row[r] at a buffer holding line wanted[r], reading the missing
+  // ones with fill(wanted[r], buffer) into buffers no wanted line is in.
+  template <class Fill>
+  void fetch(const RowKey* wanted, const Fill& fill) {
+    const size_t count = row.size();
+    std::fill(used.begin(), used.end(), 0);
+    for (size_t r = 0; r < count; ++r) {
+      const size_t b = find(wanted[r]);
+      if (b < count) used[b] = 1;
+    }
+    for (size_t r = 0; r < count; ++r) {
+      size_t b = find(wanted[r]);  // perhaps read for an earlier row of this loop
+      if (b == count) {
+        b = std::find(used.begin(), used.end(), 0) - used.begin();
+        fill(wanted[r], storage.data() + b * size);
+        held[b] = wanted[r];
+        used[b] = 1;
+      }
+      row[r] = storage.data() + b * size;
+    }
+  }
+};
+
+// Per-thread buffers: the input lines, the result, rank scratch; for a box
+// kernel its buffers, and the input lines split in even and odd columns.
 template <class E>
 struct Scratch {
-  std::vector<E> lines, result, values;
-  Scratch(const LinePlan& plan, int64_t n, int64_t taps)
-      : lines(plan.rows.size() * (n + plan.left + plan.right)), result(n), values(taps * kNetworkWidth<E>) {}
+  BoxBuffers<E> box;
+  RowCache<E> rows;
+  std::vector<E> result, values;
+  Scratch(const LinePlan& plan, int64_t n, int64_t taps, bool box_kernel)
+      : box(box_kernel ? BoxBuffers<E>(n, plan.rows.size(), plan.left + plan.right + 1, taps) : BoxBuffers<E>()),
+        rows(plan.rows.size(), box_kernel ? 2 * box.half : n + plan.left + plan.right),
+        result(n),
+        values(box_kernel ? 0 : taps * kNetworkWidth<E>) {}
 };
 
 // The value of rank `rank` in each window of a box footprint over uint8 data
 // by a sliding histogram (Huang's algorithm, as OpenCV's medianBlur for large
 // windows): moving one position removes a column of `rows` values and adds
 // one, and the answer moves from the last one by a few bins; `below` counts
-// the window's values under it. Exact. res[i]'s window: lines[r * stride +
-// i .. i + width) for each row r.
-void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t width, int64_t n,
-                    int64_t rank, uint8_t* res) {
+// the window's values under it. Exact. res[i]'s window: lines[r][i .. i +
+// width) for each row r.
+void box_rank_uint8(const uint8_t* const* lines, int64_t rows, int64_t width, int64_t n, int64_t rank,
+                    uint8_t* res) {
   int64_t hist[256] = {};
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < width; ++k) ++hist[lines[r * stride + k]];
+    for (int64_t k = 0; k < width; ++k) ++hist[lines[r][k]];
   int value = 0;
   int64_t below = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0)
       for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t gone = lines[r * stride + i - 1], added = lines[r * stride + i + width - 1];
+        const uint8_t gone = lines[r][i - 1], added = lines[r][i + width - 1];
         --hist[gone];
         below -= gone < value;
         ++hist[added];
@@ -224,11 +497,10 @@ void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t 
 
 template <class E, int Bytes>
 void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network, int64_t n,
-                 Scratch<E>& s) {
-  const int64_t stride = n + plan.left + plan.right, taps = f.taps();
-  const E* lines = s.lines.data();
-  E* res = s.result.data();
-  auto tap = [&](int64_t t) { return lines + plan.tap_row[t] * stride + plan.tap_shift[t]; };
+                 Scratch<E>& s, E* res) {
+  const int64_t taps = f.taps();
+  const E* const* lines = s.rows.row.data();
+  auto tap = [&](int64_t t) { return lines[plan.tap_row[t]] + plan.tap_shift[t]; };
   switch (f.reduce) {
     case Reduce::Sum:
       if constexpr (std::is_same_v<E, double>) {  // sums are always run in double (element_type)
@@ -241,19 +513,23 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
       break;
     case Reduce::Minimum:
     case Reduce::Maximum: {
-      const bool minimum = f.reduce == Reduce::Minimum;
-      std::copy(tap(0), tap(0) + n, res);
+      // A select stored unconditionally (vectorises), keeping res unless
+      // src is smaller (larger): where NaN is, the first tap's value stays.
+      E* __restrict out = res;
+      std::copy(tap(0), tap(0) + n, out);
       for (int64_t t = 1; t < taps; ++t) {
-        const E* src = tap(t);
-        for (int64_t i = 0; i < n; ++i)
-          if (minimum ? src[i] < res[i] : src[i] > res[i]) res[i] = src[i];
+        const E* __restrict src = tap(t);
+        if (f.reduce == Reduce::Minimum)
+          for (int64_t i = 0; i < n; ++i) out[i] = src[i] < out[i] ? src[i] : out[i];
+        else
+          for (int64_t i = 0; i < n; ++i) out[i] = src[i] > out[i] ? src[i] : out[i];
       }
       break;
     }
     case Reduce::Rank: {
       E* v = s.values.data();
       if (network.usable()) {
-        const E* tap_lines[ExchangeList::kMaxTaps];
+        const E* tap_lines[ExchangeList::kMaxSlots];
         for (int64_t t = 0; t < taps; ++t) tap_lines[t] = tap(t);
         if (fixed_selection<Bytes>(taps, f.rank, tap_lines, n, res)) break;
         for (int64_t i0 = 0; i0 < n; i0 += kNetworkWidth<E>) {
@@ -267,7 +543,7 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
       const int64_t width = plan.left + plan.right + 1, rows = (int64_t)plan.rows.size();
       if constexpr (std::is_same_v<E, uint8_t>) {
         if (taps == rows * width) {  // a full box: every row holds every shift
-          box_rank_uint8(lines, stride, rows, width, n, f.rank, res);
+          box_rank_uint8(lines, rows, width, n, f.rank, res);
           break;
         }
       }
@@ -282,7 +558,7 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
 }
 
 template <class E>
-using ReduceLine = void (*)(const Footprint&, const LinePlan&, const SelectionNetwork&, int64_t, Scratch<E>&);
+using ReduceLine = void (*)(const Footprint&, const LinePlan&, const SelectionNetwork&, int64_t, Scratch<E>&, E*);
 
 // For the narrow types the kernels are also compiled for AVX2 (32 bytes per
 // compare) and chosen at run time. Moves and comparisons only: the results
@@ -291,8 +567,8 @@ using ReduceLine = void (*)(const Footprint&, const LinePlan&, const SelectionNe
 template <class E>
 __attribute__((target("avx2"), flatten)) void reduce_line_avx2(const Footprint& f, const LinePlan& plan,
                                                               const SelectionNetwork& network, int64_t n,
-                                                              Scratch<E>& s) {
-  reduce_line<E, 32>(f, plan, network, n, s);
+                                                              Scratch<E>& s, E* res) {
+  reduce_line<E, 32>(f, plan, network, n, s, res);
 }
 #endif
 
@@ -300,11 +576,7 @@ template <class E>
 ReduceLine<E> line_reducer() {
 #if defined(__GNUC__) && defined(__x86_64__)
   if constexpr (!std::is_same_v<E, double>) {
-    static const bool avx2 = [] {
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2");
-    }();
-    if (avx2) return &reduce_line_avx2<E>;
+    if (cpu_has_avx2()) return &reduce_line_avx2<E>;
   }
 #endif
   return &reduce_line<E, 16>;
@@ -323,6 +595,33 @@ ArrayDesc at_least_1d(ArrayDesc a) {
 }  // namespace
 
 namespace {
+// The input lines that output line l reads, one per plan row.
+void row_keys(const Lines& lines, const LinePlan& plan, Mode mode, int64_t l, RowKey* keys) {
+  int64_t outer_index[kMaxDims];
+  for (int64_t rem = l, d = lines.outer_ndim - 1; d >= 0; --d) {
+    outer_index[d] = rem % lines.outer_shape[d];
+    rem /= lines.outer_shape[d];
+  }
+  for (size_t r = 0; r < plan.rows.size(); ++r) {
+    RowKey key = 0;
+    for (int d = 0; d < lines.outer_ndim && key != kOutside; ++d) {
+      const int64_t k = border_index(outer_index[d] + plan.rows[r][d], lines.outer_shape[d], mode);
+      key = k < 0 ? kOutside : key + k * lines.outer_strides[0][d];
+    }
+    keys[r] = key;
+  }
+}
+
+// Asks for bytes [p, p + bytes) to be brought into the cache.
+inline void prefetch(const char* p, int64_t bytes) {
+#if defined(__GNUC__)
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // The footprint pass with line buffers of E (see element_type).
 template <class E>
 void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f, double cval) {
@@ -333,37 +632,56 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   const SelectionNetwork network(f.reduce == Reduce::Rank ? f.taps() : 0, f.rank);
   const Lines lines(in, out, last);
   const ReduceLine<E> reduce_line = line_reducer<E>();
-  const int64_t n = lines.length, row_len = n + plan.left + plan.right;
+  const int64_t n = lines.length, rows = (int64_t)plan.rows.size(), width = plan.left + plan.right + 1;
+  const bool full_box = f.taps() == rows * width;  // every row holds every shift
+  const BoxRankLine<E> box = f.reduce == Reduce::Rank && full_box ? box_rank_kernel<E>(rows, width, f.rank) : nullptr;
+  // The box kernel reads one column past an odd line's extension.
+  const int64_t right = plan.right + (box ? n % 2 : 0), extended = n + plan.left + right;
+  // Results go straight to an output of E's own dtype along unit strides.
+  const bool direct = dispatch_real_dtype<LineIOAs<E>::template Verbatim>(out.dtype) &&
+                      out.strides[last] == (int64_t)sizeof(E);
 
-  parallel_region(lines.count * n * f.taps() > 32768, cpu_max_threads(), [&, load = load, store = store] {
-    Scratch<E> s(plan, n, f.taps());
-    int64_t outer_index[kMaxDims];
-#pragma omp for schedule(static)
+  // Dynamic chunks of consecutive lines (~16 per thread): a thread that the
+  // OS preempts does not hold up the others, and within a chunk each input
+  // line is read once.
+  const int threads = cpu_max_threads();
+  const int64_t grain = std::max<int64_t>(1, lines.count / (16 * threads));
+  parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
+    Scratch<E> s(plan, n, f.taps(), box != nullptr);
+    std::vector<RowKey> wanted(rows), next(rows);
+    auto read_row = [&](RowKey key, E* buffer) {
+      E* ext = box ? s.box.extended.data() : buffer;
+      if (key == kOutside) {
+        std::fill(ext, ext + extended, (E)cval);
+      } else {
+        load(in.data + key, in.strides[last], n, ext + plan.left);
+        extend_line(ext, n, plan.left, right, f.mode, cval);
+      }
+      if (box) s.box.split(ext, buffer);
+    };
+    // (lines that stay in the L2 cache the while)
+    const bool prefetched = in.strides[last] == itemsize(in.dtype) && n * itemsize(in.dtype) <= 65536;
+    int64_t next_line = -1;  // the line whose keys `next` holds
+#pragma omp for schedule(dynamic, grain)
     for (int64_t l = 0; l < lines.count; ++l) {
       int64_t in_off, out_off;
       lines.offsets(l, in_off, out_off);
-      for (int64_t rem = l, d = lines.outer_ndim - 1; d >= 0; --d) {
-        outer_index[d] = rem % lines.outer_shape[d];
-        rem /= lines.outer_shape[d];
+      if (next_line == l) std::swap(wanted, next);
+      else row_keys(lines, plan, f.mode, l, wanted.data());
+      s.rows.fetch(wanted.data(), read_row);
+      if (l + 1 < lines.count) {
+        row_keys(lines, plan, f.mode, l + 1, next.data());
+        next_line = l + 1;
+        // The next line's new input lines, read while this one is filtered:
+        // the hardware prefetcher does not cross into their 4 KiB pages.
+        for (RowKey key : next)
+          if (prefetched && key != kOutside && !s.rows.holds(key)) prefetch(in.data + key, n * itemsize(in.dtype));
       }
-      for (size_t r = 0; r < plan.rows.size(); ++r) {
-        E* ext = s.lines.data() + r * row_len;
-        int64_t src = 0;
-        bool outside = false;
-        for (int d = 0; d < lines.outer_ndim && !outside; ++d) {
-          int64_t k = border_index(outer_index[d] + plan.rows[r][d], lines.outer_shape[d], f.mode);
-          outside = k < 0;
-          src += k * lines.outer_strides[0][d];
-        }
-        if (outside) {
-          std::fill(ext, ext + row_len, (E)cval);
-          continue;
-        }
-        load(in.data + src, in.strides[last], n, ext + plan.left);
-        extend_line(ext, n, plan.left, plan.right, f.mode, cval);
-      }
-      reduce_line(f, plan, network, n, s);
-      store(s.result.data(), out.data + out_off, out.strides[last], n);
+      char* dst = out.data + out_off;
+      E* res = direct && (uintptr_t)dst % alignof(E) == 0 ? reinterpret_cast<E*>(dst) : s.result.data();
+      if (box) box(s.rows.row.data(), n, s.box, res);
+      else reduce_line(f, plan, network, n, s, res);
+      if (res == s.result.data()) store(res, dst, out.strides[last], n);
     }
   });
 }

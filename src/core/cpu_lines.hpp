@@ -48,13 +48,20 @@ GF_INLINE void store_as(E* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// True when a line buffer of E holds dtype T's values as memory stores
+// them: moving one is a copy, which is what the conversions give too.
+template <DType T, class E>
+constexpr bool kVerbatim = std::is_same_v<typename storage<T>::type, E> && T != DType::Bool &&
+                           T != DType::Float16 && T != DType::BFloat16;
+
 // Line buffers hold doubles, or floats for float32/float16 data summed in
-// float (DESIGN.md's tolerance allows it); these move one element of dtype T
-// in and out of an E, with scipy's conversions (cast.hpp) for the doubles.
+// float (DESIGN.md's tolerance allows it), or the data's own type for
+// order statistics; these move one element of dtype T in and out of an E,
+// with scipy's conversions (cast.hpp) for the doubles.
 template <DType T, class E>
 inline E load_element(const char* p) {
-  if constexpr (std::is_same_v<E, float> && T == DType::Float32) {
-    float v;
+  if constexpr (kVerbatim<T, E>) {
+    E v;
     std::memcpy(&v, p, sizeof v);
     return v;
   } else if constexpr (std::is_same_v<E, float> && T == DType::Float16) {
@@ -67,7 +74,7 @@ inline E load_element(const char* p) {
 }
 template <DType T, class E>
 inline void store_element(char* p, E v) {
-  if constexpr (std::is_same_v<E, float> && T == DType::Float32) {
+  if constexpr (kVerbatim<T, E>) {
     std::memcpy(p, &v, sizeof v);
   } else if constexpr (std::is_same_v<E, float> && T == DType::Float16) {
     const uint16_t h = float_to_half_bits(v);
@@ -136,6 +143,11 @@ struct LineIOAs {
       }
       return true;
     }
+  };
+  // kVerbatim for a dtype known at run time (dispatch_real_dtype).
+  template <DType T>
+  struct Verbatim {
+    static bool run() { return kVerbatim<T, E>; }
   };
 };
 template <DType T>
