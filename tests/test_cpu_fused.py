@@ -13,6 +13,13 @@ tolerances) and exactly against the same filter written in place
 Shapes are above the fusing threshold, with lines shorter than the filters,
 single planes and odd sizes; layouts C, Fortran, strided with negative
 strides and transposed (the march axis is the one of the largest stride).
+
+2-D arrays run row by row in one sweep (CpuBackend::fused_chain, StripWorker
+for a pass across the rows with at most one along them, rows too long for
+the cache in strips of columns). Chains on 8- and 16-bit integers run in
+both sweeps too, correlations only: their results must be scipy's exactly
+(8-bit data is summed in float where that provably gives scipy's double
+sum truncated, else in double).
 """
 from __future__ import annotations
 
@@ -126,6 +133,105 @@ def test_chain_of_smooth_float32_data_sums_derivatives_in_double(rng):
     x = (np.cumsum(rng.standard_normal((34, 40, 70)), axis=2) + 3000).astype(np.float32)
     check_chain("sobel", x, 2)
     check_chain("gaussian_filter", x, 1.0, order=(0, 0, 1))
+
+
+# ------------------------------------------------------------------ 2-D and integer chains
+
+SHAPES_2D = [(300, 257), (64, 600), (600, 64), (150, 1000), (17, 2000)]
+DTYPES_2D = ["float32", "float64", "uint8", "int8", "uint16", "int16"]
+CHAINS_2D = [
+    ("gaussian_filter", (2.0,), {}),
+    ("gaussian_filter", ((1.0, 3.0),), {"order": (1, 0)}),
+    ("gaussian_filter1d", (1.5, 0), {}),
+    ("gaussian_filter1d", (1.5, 1), {}),
+    ("uniform_filter", ((5, 4),), {"origin": (1, -1)}),
+    ("sobel", (0,), {}),
+    ("sobel", (1,), {}),
+    ("maximum_filter", ((3, 4),), {}),
+    ("correlate1d", ([1.0, 3.0, -2.0, 5.0], 0), {"origin": 1}),
+    ("correlate1d", ([0.5, -1.0, 0.25], 1), {}),
+]
+
+
+def check_chain_exact(name, x, *args, **kwargs):
+    """check_chain, and integer results equal to scipy's exactly."""
+    check_chain(name, x, *args, **kwargs)
+    if x.dtype.kind in "iu":
+        np.testing.assert_array_equal(getattr(gnd, name)(x, *args, **kwargs),
+                                      scipy_reference(name, x, *args, **kwargs))
+
+
+def laid_out_2d(x, layout):
+    """A 2-D x (a copy) in another memory layout, same values."""
+    return laid_out(x[:, :, None], layout)[:, :, 0] if layout != "transposed" else np.ascontiguousarray(x.T).T
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES_2D)
+@pytest.mark.parametrize("shape", SHAPES_2D)
+@pytest.mark.parametrize("name,args,kwargs", CHAINS_2D)
+def test_chain_row_by_row(name, args, kwargs, shape, dtype, layout, rng):
+    x = laid_out_2d(random_array(rng, shape, dtype), layout)
+    check_chain_exact(name, x, *args, **kwargs)
+
+
+@pytest.mark.parametrize("cval", [1.1, -7.0, 300.5])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int16"])
+@pytest.mark.parametrize("name,args,kwargs", [CHAINS_2D[0], CHAINS_2D[1], CHAINS_2D[8]])
+def test_chain_row_by_row_modes(name, args, kwargs, dtype, mode, cval, rng):
+    """cval of no integer dtype (nor float32) and beyond uint8 is summed in
+    double at full precision, as pass by pass."""
+    x = random_array(rng, (70, 90), dtype)
+    check_chain_exact(name, x, *args, mode=mode, cval=cval, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "uint8", "int16"])
+@pytest.mark.parametrize("shape", [(20, 16000), (40, 9000)])
+def test_chain_in_strips(shape, dtype, rng):
+    """Rows too long for the cache run in strips of columns; the pass along
+    the rows reads past a strip's ends (per its mode at the array's ends)."""
+    x = random_array(rng, shape, dtype)
+    for mode in ["reflect", "wrap", "constant"]:
+        check_chain_exact("gaussian_filter", x, 2.0, mode=mode, cval=3.5)
+    check_chain_exact("gaussian_filter", x.T, 2.0)
+    check_chain_exact("correlate1d", x, [1.0, -2.0, 4.0], 1, mode="wrap")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("sigma", [0.7, 1.0, 2.0, 3.3, 8.0, 40.0])
+def test_8bit_sums_in_float_are_scipys(sigma, dtype, rng):
+    """Flat regions and ramps put scipy's sums on and near integers, where
+    the float sums are redone in double; long kernels (sigma 40: 321 taps)
+    sum in double throughout."""
+    x = random_array(rng, (200, 300), dtype)
+    x[20:120, 30:200] = 77
+    x[130:, :] = np.arange(300, dtype=np.int64) % 100
+    check_chain_exact("gaussian_filter", x, sigma)
+    check_chain_exact("gaussian_filter", x, sigma, order=(0, 2))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_integer_chains_wrap_as_scipy(dtype, rng):
+    """Results beyond the dtype wrap as scipy's casts do; sums that may leave
+    [-2**30, 2**30) go pass by pass (beyond int32, scipy's casts and
+    gpufilt's differ, as pass by pass)."""
+    x = random_array(rng, (120, 130), dtype)
+    info = np.iinfo(dtype)
+    scale = 1.5e9 / 5 / max(info.max, -int(info.min))  # sums up to 1.5e9
+    for weights in ([3.0, -1.5, 2.0], [100.0, -50.0, 7.3], [3 * scale, 2 * scale]):
+        for axis in (0, 1):
+            check_chain_exact("correlate1d", x, weights, axis)
+    check_chain_exact("correlate", x, np.outer([1.0, 2.0, 1.0], [-1.0, 0.0, 3.0]))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+@pytest.mark.parametrize("shape", SHAPES_3D)
+@pytest.mark.parametrize("name,args,kwargs", [CHAINS[2], CHAINS[3], CHAINS[4], CHAINS[11]])
+def test_integer_chain_plane_by_plane(name, args, kwargs, shape, dtype, layout, rng):
+    x = laid_out(random_array(rng, shape, dtype), layout)
+    check_chain_exact(name, x, *args, **kwargs)
 
 
 # ------------------------------------------------------------------ laplace

@@ -1,8 +1,10 @@
 #include "core/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -67,12 +69,12 @@ constexpr int kTile = 8;
 // Calls body(j, tiles, v) for tiles [j, j + width) covering [0, count), where
 // v is a value-initialised vector type: kTile vectors, then single vectors,
 // then single elements.
-template <class E, int Bytes, class Body>
+template <class E, int Bytes, int Tile = kTile, class Body>
 inline void for_tiles(int64_t count, Body&& body) {
   using V = typename Simd<E, Bytes>::V;
-  constexpr int64_t lanes = sizeof(V) / sizeof(E), width = kTile * lanes;
+  constexpr int64_t lanes = sizeof(V) / sizeof(E), width = Tile * lanes;
   int64_t j = 0;
-  for (; j + width <= count; j += width) body(j, std::integral_constant<int, kTile>{}, V{});
+  for (; j + width <= count; j += width) body(j, std::integral_constant<int, Tile>{}, V{});
   if constexpr (lanes > 1)
     for (; j + lanes <= count; j += lanes) body(j, std::integral_constant<int, 1>{}, V{});
   for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, E{});
@@ -116,9 +118,33 @@ GF_INLINE V load_lanes(const S* p) {
 #endif
   }
 }
-template <class E, class V, class D>
+
+// i (an int32 or a vector of them) wrapped into the integer type R as a
+// cast to R wraps it.
+template <class R, class I>
+GF_INLINE I wrapped(const I& i) {
+  static_assert(sizeof(R) <= 2, "8- and 16-bit integers");
+  constexpr int32_t mask = sizeof(R) == 1 ? 0xFF : 0xFFFF, sign = std::is_signed_v<R> ? (mask + 1) / 2 : 0;
+  return ((i & mask) ^ sign) - sign;
+}
+
+// Integer data held in a float type D (exactly: 8- and 16-bit values) is
+// rounded per pass as scipy stores a sum in the integer dtype R: truncated
+// towards zero, wrapped (scipy casts through int64; the callers keep sums
+// within int32, fuses_integers, where int32 gives the same). R void: a plain
+// conversion to D.
+template <class E, class R = void, class V, class D>
 GF_INLINE void store_lanes(D* p, const V& v) {
-  if constexpr (std::is_same_v<E, D>) {
+  if constexpr (std::is_integral_v<R>) {
+    constexpr int n = sizeof(V) / sizeof(E);
+    if constexpr (n == 1) {
+      *p = (D)wrapped<R>((int32_t)v);
+    } else {
+      using I = typename Simd<int32_t, n * 4>::V;
+      using VD = typename Simd<D, n * sizeof(D)>::V;
+      store_as(p, __builtin_convertvector(wrapped<R>(__builtin_convertvector(v, I)), VD));
+    }
+  } else if constexpr (std::is_same_v<E, D>) {
     store_as(p, v);
   } else if constexpr (sizeof(V) == sizeof(E)) {
     *p = (D)v;
@@ -130,47 +156,291 @@ GF_INLINE void store_lanes(D* p, const V& v) {
   }
 }
 
-// res[j] for j < count, in scipy's summation order (see LinePass::symmetry):
-// taps read as E, summed in E, results stored as D.
-template <int Bytes, class E, class Taps, class D>
-void correlate_rows(Taps ext, int64_t count, const RowPass<E>& p, D* res) {
+// Outputs [j, j + count) of Y neighbouring rows at once: output y's tap k is
+// ext[k + y] (a row of results reads taps + Y - 1 rows). Each in scipy's
+// summation order (see LinePass::symmetry): taps read as E, summed in E,
+// results stored as D in res[y] (rounded as R stores them). Two rows share
+// their loads: row 1's tap k is row 0's tap k + 1, and the pairs walk
+// inwards, so each step loads one row per side for both.
+// A sum starts from +0: where float sums fuse multiply-adds, the first
+// product is then fused with it (exact: the product rounded) and each later
+// one with the sum before it, whatever the code around; from the bare first
+// product, the compiler could fuse either of the first two products, and
+// kernels that must agree to the bit would not.
+template <int Bytes, class R = void, int Y = 1, class E, class Taps, class D>
+void correlate_in_order(Taps ext, int64_t count, const RowPass<E>& p, D* const* res) {
+  static_assert(Y == 1 || Y == 2, "one or two rows");
+  constexpr int Tile = Y == 1 ? kTile : 2;  // vectors per row: accumulators and kept rows fill the registers
   const E* w = p.weights;
   const int64_t taps = p.taps, c = taps / 2;
+  auto store = [&](int64_t j, auto& acc, auto step) {
+    for (int y = 0; y < Y; ++y)
+      for (size_t t = 0; t < sizeof acc[y] / sizeof acc[y][0]; ++t)
+        store_lanes<E, R>(res[y] + j + t * decltype(step)::value, acc[y][t]);
+  };
   auto symmetric = [&](auto sign) {  // sign: +1 symmetric, -1 antisymmetric, fixed at compile time
     const E wc = w[c];
-    const auto* mid = ext[c];
-    for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
+    auto pair = [](const auto& a, const auto& b) { return decltype(sign)::value > 0 ? a + b : a - b; };
+    for_tiles<E, Bytes, Tile>(count, [&](int64_t j, auto tiles, auto v) {
       using V = decltype(v);
       constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
-      V acc[N];
-      for (int t = 0; t < N; ++t) acc[t] = load_lanes<V, E>(mid + j + t * step) * wc;
+      V acc[Y][N], near[N], far[N];  // Y == 2: row 0's tap k, row 1's tap 2c - k + 1
+      for (int y = 0; y < Y; ++y)
+        for (int t = 0; t < N; ++t) acc[y][t] = V{} + load_lanes<V, E>(ext[c + y] + j + t * step) * wc;
+      if constexpr (Y == 2)
+        for (int t = 0; t < N; ++t) {
+          near[t] = load_lanes<V, E>(ext[0] + j + t * step);
+          far[t] = load_lanes<V, E>(ext[2 * c + 1] + j + t * step);
+        }
       for (int64_t k = 0; k < c; ++k) {
         const E wk = w[k];
-        const auto *lo = ext[k] + j, *hi = ext[2 * c - k] + j;
+        const auto *lo = ext[k + Y - 1] + j, *hi = ext[2 * c - k] + j;
         for (int t = 0; t < N; ++t) {
           const V a = load_lanes<V, E>(lo + t * step), b = load_lanes<V, E>(hi + t * step);
-          acc[t] += (decltype(sign)::value > 0 ? a + b : a - b) * wk;
+          if constexpr (Y == 1) {
+            acc[0][t] += pair(a, b) * wk;
+          } else {  // a: tap k + 1 of row 0 (tap k of row 1), b: tap 2c - k of row 0
+            acc[0][t] += pair(near[t], b) * wk;
+            acc[1][t] += pair(a, far[t]) * wk;
+            near[t] = a;
+            far[t] = b;
+          }
         }
       }
-      for (int t = 0; t < N; ++t) store_lanes<E>(res + j + t * step, acc[t]);
+      store(j, acc, std::integral_constant<int, step>{});
     });
   };
   if (p.symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
   if (p.symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
   const E wl = w[taps - 1];
-  const auto* last = ext[taps - 1];
-  for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
+  for_tiles<E, Bytes, Tile>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
-    V acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = load_lanes<V, E>(last + j + t * step) * wl;
+    V acc[Y][N], next[N];  // Y == 2: tap k + 1 of row 0 (tap k of row 1)
+    for (int y = 0; y < Y; ++y)
+      for (int t = 0; t < N; ++t) acc[y][t] = V{} + load_lanes<V, E>(ext[taps - 1 + y] + j + t * step) * wl;
+    if constexpr (Y == 2)
+      for (int t = 0; t < N; ++t) next[t] = load_lanes<V, E>(ext[0] + j + t * step);
     for (int64_t k = 0; k + 1 < taps; ++k) {
       const E wk = w[k];
-      const auto* src = ext[k] + j;
-      for (int t = 0; t < N; ++t) acc[t] += load_lanes<V, E>(src + t * step) * wk;
+      const auto* src = ext[k + Y - 1] + j;
+      for (int t = 0; t < N; ++t) {
+        const V x = load_lanes<V, E>(src + t * step);
+        if constexpr (Y == 1) {
+          acc[0][t] += x * wk;
+        } else {
+          acc[0][t] += next[t] * wk;
+          acc[1][t] += x * wk;
+          next[t] = x;
+        }
+      }
     }
-    for (int t = 0; t < N; ++t) store_lanes<E>(res + j + t * step, acc[t]);
+    store(j, acc, std::integral_constant<int, step>{});
   });
+}
+
+template <int Bytes, class R = void, class E, class Taps, class D>
+void correlate_rows_in_order(Taps ext, int64_t count, const RowPass<E>& p, D* res) {
+  correlate_in_order<Bytes, R, 1>(ext, count, p, &res);
+}
+
+// Taps shifted by `row` rows and `offset` outputs: tap k of output j at
+// taps[k + row] + offset + j.
+template <class Taps>
+struct ShiftedTaps {
+  Taps taps;
+  int64_t row, offset;
+  GF_INLINE auto operator[](int64_t k) const { return taps[k + row] + offset; }
+};
+
+// ---- 8-bit integer data summed in float, exactly --------------------------------
+// scipy sums integer data in double and truncates each pass's results to the
+// output dtype. For 8-bit data a float sum is within a known margin of that
+// double sum (below): where the margin's both ends truncate to one integer,
+// so does scipy's sum, and the float result is scipy's to the bit; the few
+// outputs with an end across an integer (scipy's sum within the margin of
+// one: flat regions, for instance) are summed again in double, in scipy's
+// order. Twice the values per vector of doubles, and multiply-adds fused.
+template <class T>
+constexpr bool kInt8 = std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>;
+constexpr int64_t kMaxFloatTaps = 128;
+
+struct FloatWeights {
+  float w[kMaxFloatTaps];
+  float margin;  // |float sum - scipy's double sum| < margin
+};
+
+// The margin. With u = 2^-24 and M = max|x| * sum|w| (no term, and no
+// partial sum in any order, is larger), the float sum of n terms (n = c + 1
+// pairs x[k] +- x[2c-k], exact in float, and the centre for (anti)symmetric
+// weights, else n = taps) is off the exact sum by at most: u * M for the
+// weights rounded to float, u * M for the products rounded (none where
+// multiply-adds fuse), (n - 1) * u * M for the sums; scipy's double sum by
+// far less than u * M. The margin's ends, rounded to float themselves, may
+// move by u * (M + margin) each: (n + 3) * u * M covers all of it. The
+// absolute term covers weights and products of subnormal size. x is data of
+// R (8 bits): cval never reaches this kernel (callers sum it in double).
+template <class R>
+bool float_weights(const RowPass<double>& p, FloatWeights& f) {
+  if (p.taps > kMaxFloatTaps) return false;
+  double total = 0.0;
+  for (int64_t k = 0; k < p.taps; ++k) {
+    total += std::fabs(p.weights[k]);
+    f.w[k] = (float)p.weights[k];
+  }
+  const double bound = (std::is_signed_v<R> ? 128.0 : 255.0) * total;
+  if (!(bound < 0x1p29)) return false;  // also NaN: sums must stay within int32
+  const int64_t terms = p.symmetry != 0 ? p.taps / 2 + 1 : p.taps;
+  f.margin = (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
+  return true;
+}
+
+// True when the `bytes` (at most 32) at p are all zero.
+GF_INLINE bool all_zero(const void* p, size_t bytes) {
+  uint64_t words[4] = {}, any = 0;
+  std::memcpy(words, p, bytes);
+  for (uint64_t w : words) any |= w;
+  return any == 0;
+}
+
+// correlate_rows_in_order<Bytes, R> from float data in double, out of line:
+// never inlined into the callers compiled with FMA, whose multiply-adds the
+// compiler would fuse here too (scipy rounds products and sums apart).
+template <int Bytes, class R, class Taps>
+__attribute__((noinline, noclone)) void exact_rows(Taps ext, int64_t count, const RowPass<double>& p, float* res) {
+  correlate_rows_in_order<Bytes, R>(ext, count, p, res);
+}
+#if defined(__GNUC__) && defined(__x86_64__)
+template <class R, class Taps>
+__attribute__((noinline, noclone, target("avx2"), flatten)) void exact_rows_avx2(Taps ext, int64_t count,
+                                                                        const RowPass<double>& p, float* res) {
+  correlate_rows_in_order<32, R>(ext, count, p, res);
+}
+#endif
+template <int Bytes, class R, class Taps>
+GF_INLINE void exact_rows_of(Taps ext, int64_t count, const RowPass<double>& p, float* res) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if constexpr (Bytes == 32) exact_rows_avx2<R>(ext, count, p, res);
+  else
+#endif
+    exact_rows<Bytes, R>(ext, count, p, res);
+}
+
+// res[y][j] for j < count as correlate_in_order<Bytes, R, Y> gives them from
+// float data of R (8 bits), into floats.
+template <int Bytes, class R, int Y, class Taps>
+void correlate_int8_in_float(Taps ext, int64_t count, const RowPass<double>& p, const FloatWeights& f,
+                             float* const* res) {
+#if defined(__GNUC__)
+  constexpr int L = Bytes / 4, Tile = Y == 1 ? kTile : 2;  // floats per vector; vectors per row
+  using FV = typename Simd<float, Bytes>::V;
+  using IV = typename Simd<int32_t, Bytes>::V;
+  const int64_t taps = p.taps, c = taps / 2;
+  const float* w = f.w;
+  // The sums, in any order (the margin bounds them all): as correlate_in_order's.
+  auto sums = [&](int64_t j, auto tiles, auto sign, FV (*acc)[decltype(tiles)::value]) {
+    constexpr int N = decltype(tiles)::value;
+    auto pair = [](const FV& a, const FV& b) { return decltype(sign)::value > 0 ? a + b : a - b; };
+    if (decltype(sign)::value != 0) {
+      FV near[N], far[N];
+      for (int y = 0; y < Y; ++y)
+        for (int t = 0; t < N; ++t) acc[y][t] = load_as<FV>(ext[c + y] + j + t * L) * w[c];
+      if constexpr (Y == 2)
+        for (int t = 0; t < N; ++t) {
+          near[t] = load_as<FV>(ext[0] + j + t * L);
+          far[t] = load_as<FV>(ext[2 * c + 1] + j + t * L);
+        }
+      for (int64_t k = 0; k < c; ++k) {
+        const float wk = w[k];
+        const float *lo = ext[k + Y - 1] + j, *hi = ext[2 * c - k] + j;
+        for (int t = 0; t < N; ++t) {
+          const FV a = load_as<FV>(lo + t * L), b = load_as<FV>(hi + t * L);
+          if constexpr (Y == 1) {
+            acc[0][t] += pair(a, b) * wk;
+          } else {
+            acc[0][t] += pair(near[t], b) * wk;
+            acc[1][t] += pair(a, far[t]) * wk;
+            near[t] = a;
+            far[t] = b;
+          }
+        }
+      }
+    } else {
+      FV next[N];
+      for (int y = 0; y < Y; ++y)
+        for (int t = 0; t < N; ++t) acc[y][t] = load_as<FV>(ext[taps - 1 + y] + j + t * L) * w[taps - 1];
+      if constexpr (Y == 2)
+        for (int t = 0; t < N; ++t) next[t] = load_as<FV>(ext[0] + j + t * L);
+      for (int64_t k = 0; k + 1 < taps; ++k) {
+        const float wk = w[k];
+        const float* src = ext[k + Y - 1] + j;
+        for (int t = 0; t < N; ++t) {
+          const FV x = load_as<FV>(src + t * L);
+          if constexpr (Y == 1) {
+            acc[0][t] += x * wk;
+          } else {
+            acc[0][t] += next[t] * wk;
+            acc[1][t] += x * wk;
+            next[t] = x;
+          }
+        }
+      }
+    }
+  };
+  auto tile = [&](int64_t j, auto tiles, auto sign) {
+    constexpr int N = decltype(tiles)::value;
+    FV acc[Y][N];
+    sums(j, tiles, sign, acc);
+    IV low[Y][N], high[Y][N], across = {};
+    for (int y = 0; y < Y; ++y)
+      for (int t = 0; t < N; ++t) {  // truncated, as scipy's casts
+        low[y][t] = __builtin_convertvector(acc[y][t] - f.margin, IV);
+        high[y][t] = __builtin_convertvector(acc[y][t] + f.margin, IV);
+        across |= low[y][t] ^ high[y][t];
+      }
+    const bool exact = all_zero(&across, sizeof across);
+    for (int y = 0; y < Y; ++y)
+      for (int t = 0; t < N; ++t) {
+        const IV differ = low[y][t] ^ high[y][t];
+        float* out = res[y] + j + t * L;
+        if (exact || all_zero(&differ, sizeof differ))
+          store_as(out, __builtin_convertvector(wrapped<R>(low[y][t]), FV));
+        else
+          exact_rows_of<Bytes, R>(ShiftedTaps<Taps>{ext, y, j + t * L}, L, p, out);
+      }
+  };
+  auto run = [&](auto sign) {
+    constexpr int64_t width = Tile * L;
+    int64_t j = 0;
+    for (; j + width <= count; j += width) tile(j, std::integral_constant<int, Tile>{}, sign);
+    for (; j + L <= count; j += L) tile(j, std::integral_constant<int, 1>{}, sign);
+    if (j < count)
+      for (int y = 0; y < Y; ++y) exact_rows_of<Bytes, R>(ShiftedTaps<Taps>{ext, y, j}, count - j, p, res[y] + j);
+  };
+  if (p.symmetry > 0) run(std::integral_constant<int, 1>{});
+  else if (p.symmetry < 0) run(std::integral_constant<int, -1>{});
+  else run(std::integral_constant<int, 0>{});
+#endif
+}
+
+// res[y][j] for j < count, as correlate_in_order gives them; float data of
+// 8-bit integers summed in float where that is exact.
+template <int Bytes, class R = void, int Y = 1, class E, class Taps, class D>
+void correlate_rows(Taps ext, int64_t count, const RowPass<E>& p, D* const* res) {
+#if defined(__GNUC__)
+  using Src = std::remove_cv_t<std::remove_pointer_t<decltype(ext[0])>>;
+  if constexpr (kInt8<R> && std::is_same_v<E, double> && std::is_same_v<Src, float> && std::is_same_v<D, float>) {
+    FloatWeights f;
+    if (float_weights<R>(p, f)) return correlate_int8_in_float<Bytes, R, Y>(ext, count, p, f, res);
+    for (int y = 0; y < Y; ++y) exact_rows_of<Bytes, R>(ShiftedTaps<Taps>{ext, y, 0}, count, p, res[y]);
+    return;
+  }
+#endif
+  correlate_in_order<Bytes, R, Y>(ext, count, p, res);
+}
+template <int Bytes, class R = void, class E, class Taps, class D>
+void correlate_rows(Taps ext, int64_t count, const RowPass<E>& p, D* res) {
+  correlate_rows<Bytes, R, 1>(ext, count, p, &res);
 }
 
 // Rows [i0, i1) of a running sum per lane, as scipy's NI_UniformFilter1D
@@ -325,11 +595,12 @@ FilterRows<E> row_kernel() {
 // res[j] for j < count, tap k of output j at rows[k][j]: the kernels of
 // filter_rows that carry nothing from one row to the next (not scipy's
 // running sum in double, which callers leave to filter_rows). Taps of Src,
-// sums in E, results stored as D; with mixed types, correlations only.
-template <class Src, class E, class D, int Bytes>
+// sums in E, results stored as D (rounded as R stores them, store_lanes);
+// with mixed types, correlations only.
+template <class Src, class E, class D, int Bytes, class R = void>
 void filter_span(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res) {
   const TapRows<Src> taps{rows};
-  if constexpr (std::is_same_v<Src, E> && std::is_same_v<D, E>) {
+  if constexpr (std::is_same_v<Src, E> && std::is_same_v<D, E> && std::is_void_v<R>) {
     switch (pass.kind) {
       case LineKind::Correlate: return correlate_rows<Bytes>(taps, count, pass, res);
       case LineKind::Uniform:
@@ -339,28 +610,34 @@ void filter_span(const Src* const* rows, int64_t count, const RowPass<E>& pass, 
       case LineKind::Maximum: return min_max_rows<false, Bytes>(taps, count, pass.size, res);
     }
   } else {
-    correlate_rows<Bytes>(taps, count, pass, res);
+    correlate_rows<Bytes, R>(taps, count, pass, res);
   }
 }
 
 template <class Src, class E, class D>
 using FilterSpan = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*);
 
+// Sums in float that may fuse multiply-adds: float data, and 8-bit integers
+// held in floats (correlate_int8_in_float, whose sums in double run in
+// exact_rows, out of line, where nothing fuses).
+template <class Src, class E, class D, class R>
+constexpr bool kFusesMultiplyAdds = std::is_same_v<E, float> || (kInt8<R> && std::is_same_v<Src, float>);
+
 #if defined(__GNUC__) && defined(__x86_64__)
 // As filter_rows_avx2: FMA for float sums only.
-template <class Src, class E, class D>
+template <class Src, class E, class D, class R>
 __attribute__((target("avx2,fma"), flatten)) void filter_span_avx2_fma(const Src* const* rows, int64_t count,
                                                                       const RowPass<E>& pass, D* res) {
-  filter_span<Src, E, D, 32>(rows, count, pass, res);
+  filter_span<Src, E, D, 32, R>(rows, count, pass, res);
 }
-template <class Src, class E, class D>
+template <class Src, class E, class D, class R>
 __attribute__((target("avx2"), flatten)) void filter_span_avx2(const Src* const* rows, int64_t count,
                                                               const RowPass<E>& pass, D* res) {
-  filter_span<Src, E, D, 32>(rows, count, pass, res);
+  filter_span<Src, E, D, 32, R>(rows, count, pass, res);
 }
 #endif
 
-template <class Src, class E, class D>
+template <class Src, class E, class D, class R = void>
 FilterSpan<Src, E, D> span_kernel() {
 #if defined(__GNUC__) && defined(__x86_64__)
   static const bool avx2 = [] {
@@ -368,11 +645,55 @@ FilterSpan<Src, E, D> span_kernel() {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
   if (avx2) {
-    if constexpr (std::is_same_v<E, float>) return &filter_span_avx2_fma<Src, E, D>;
-    else return &filter_span_avx2<Src, E, D>;
+    if constexpr (kFusesMultiplyAdds<Src, E, D, R>) return &filter_span_avx2_fma<Src, E, D, R>;
+    else return &filter_span_avx2<Src, E, D, R>;
   }
 #endif
-  return &filter_span<Src, E, D, 16>;
+  return &filter_span<Src, E, D, 16, R>;
+}
+
+// filter_span for two neighbouring rows at once: res0 from rows[0 .. taps),
+// res1 from rows[1 .. taps]; correlations share their loads
+// (correlate_in_order), the other kinds run row by row.
+template <class Src, class E, class D, int Bytes, class R = void>
+void filter_pair(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res0, D* res1) {
+  if (pass.kind == LineKind::Correlate) {
+    D* const res[2] = {res0, res1};
+    return correlate_rows<Bytes, R, 2>(TapRows<Src>{rows}, count, pass, res);
+  }
+  filter_span<Src, E, D, Bytes, R>(rows, count, pass, res0);
+  filter_span<Src, E, D, Bytes, R>(rows + 1, count, pass, res1);
+}
+
+template <class Src, class E, class D>
+using FilterPair = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*, D*);
+
+#if defined(__GNUC__) && defined(__x86_64__)
+template <class Src, class E, class D, class R>
+__attribute__((target("avx2,fma"), flatten)) void filter_pair_avx2_fma(const Src* const* rows, int64_t count,
+                                                                      const RowPass<E>& pass, D* res0, D* res1) {
+  filter_pair<Src, E, D, 32, R>(rows, count, pass, res0, res1);
+}
+template <class Src, class E, class D, class R>
+__attribute__((target("avx2"), flatten)) void filter_pair_avx2(const Src* const* rows, int64_t count,
+                                                              const RowPass<E>& pass, D* res0, D* res1) {
+  filter_pair<Src, E, D, 32, R>(rows, count, pass, res0, res1);
+}
+#endif
+
+template <class Src, class E, class D, class R = void>
+FilterPair<Src, E, D> pair_kernel() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  if (avx2) {
+    if constexpr (kFusesMultiplyAdds<Src, E, D, R>) return &filter_pair_avx2_fma<Src, E, D, R>;
+    else return &filter_pair_avx2<Src, E, D, R>;
+  }
+#endif
+  return &filter_pair<Src, E, D, 16, R>;
 }
 
 using MeanPair = void (*)(const float* const*, int64_t, int64_t, float*, float*);
@@ -543,16 +864,19 @@ struct PlaneChain {
   bool has_across = false;
   PlanePass<E> across;
   bool read_direct, write_direct;  // input / output rows unit-stride and aligned: used in place
+  bool copy_to_ring = false;       // the march pass reads input planes copied into its ring
   double cval;
 };
 
 // The fused chain's work on one thread: planes [z0, z1) with its own
 // buffers. Planes are held as S, the storage of the dtype (so each pass's
-// results are rounded to it as scipy stores them), and summed in E.
-template <class S, class E>
+// results are rounded to it as scipy stores them), and summed in E; or, for
+// integers of R (8 or 16 bits), as floats holding their values (exactly),
+// each pass's results rounded as R stores them (store_lanes).
+template <class S, class E, class R = void>
 class PlaneWorker {
  public:
-  explicit PlaneWorker(const PlaneChain<E>& c) : c_(c), plane_(c.ny * c.nx) {
+  explicit PlaneWorker(const PlaneChain<E>& c) : c_(c), plane_(c.ny * c.nx), slot_(ring_slot(plane_)) {
     int64_t taps = c.has_across ? c.across.taps : 1;
     for (const auto& p : c.before) taps = std::max(taps, p.taps);
     for (const auto& p : c.after) taps = std::max(taps, p.taps);
@@ -569,7 +893,7 @@ class PlaneWorker {
       if (pairs_) next_.resize(plane_);
       wanted_.resize(c.across.taps + 1);
       if (uses_ring()) {
-        ring_.resize(c.across.taps * plane_);
+        ring_.resize(c.across.taps * slot_);
         tags_.assign(c.across.taps, -1);
         slots_.resize(c.across.taps);
       }
@@ -584,7 +908,17 @@ class PlaneWorker {
   }
 
  private:
-  bool uses_ring() const { return !c_.before.empty() || !c_.read_direct; }
+  bool uses_ring() const { return !c_.before.empty() || !c_.read_direct || c_.copy_to_ring; }
+
+  // Elements between ring slots: a plane rounded up to whole cache lines,
+  // an odd number of them, so that the rows that one output reads from
+  // different slots fall in different sets of the L1 cache (planes a power
+  // of two apart in memory all fall in one set, more than its ways).
+  static int64_t ring_slot(int64_t plane) {
+    constexpr int64_t line = 64 / sizeof(S) ? 64 / sizeof(S) : 1;
+    const int64_t lines = (plane + line - 1) / line;
+    return (lines | 1) * line;
+  }
 
   PlaneRows<S> rows_of(const ArrayDesc& a, int64_t z) const {
     return {reinterpret_cast<S*>(a.data + z * a.strides[c_.march]), a.strides[c_.outer] / (int64_t)sizeof(S)};
@@ -685,14 +1019,16 @@ class PlaneWorker {
   const S* ring_plane(int64_t q) {
     const int64_t taps = c_.across.taps;
     int64_t s = std::find(tags_.begin(), tags_.end(), q) - tags_.begin();
-    if (s < taps) return ring_.data() + s * plane_;
+    if (s < taps) return ring_.data() + s * slot_;
     s = 0;  // an empty slot, or one that no tap of this output plane reads
     const auto wanted_end = wanted_.begin() + taps;  // (no ring in pairs)
     while (tags_[s] >= 0 && std::find(wanted_.begin(), wanted_end, tags_[s]) != wanted_end) ++s;
     tags_[s] = q;
-    S* slot = ring_.data() + s * plane_;
+    S* slot = ring_.data() + s * slot_;
     const size_t m = c_.before.size();
     PlaneRows<S> src = load_plane(q, m ? a_.data() : slot);
+    if (m == 0 && src.base != slot)
+      for (int64_t y = 0; y < c_.ny; ++y) std::memcpy(slot + y * c_.nx, src.row(y), c_.nx * sizeof(S));
     for (size_t i = 0; i < m; ++i) {  // ends in the slot
       PlaneRows<S> dst = buffer((m - 1 - i) % 2 == 0 ? slot : b_.data());
       run_pass(c_.before[i], src, dst);
@@ -742,9 +1078,9 @@ class PlaneWorker {
   }
 
   const PlaneChain<E>& c_;
-  const int64_t plane_;
-  const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S>();
-  const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S>();
+  const int64_t plane_, slot_;
+  const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
+  const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const MeanPair mean_pair_ = mean_pair_kernel();
   bool pairs_ = false;    // the march pass is a float window mean read in place: two planes at a time
   int64_t pending_ = -1;  // the plane whose march pass is in next_ (or already in the output)
@@ -756,15 +1092,16 @@ class PlaneWorker {
 };
 
 // Rows of `a` along `inner`, rows after rows along `outer`, planes along
-// `march`: all of E, unit-stride, aligned.
+// `march`: all of S (a's own storage), unit-stride, aligned.
 template <class S>
 bool rows_in_place(const ArrayDesc& a, int march, int outer, int inner) {
   constexpr int64_t item = sizeof(S);
-  return a.strides[inner] == item && a.strides[outer] % item == 0 && a.strides[march] % item == 0 &&
+  return a.dtype == (std::is_same_v<S, float> ? DType::Float32 : DType::Float64) && a.strides[inner] == item &&
+         a.strides[outer] % item == 0 && a.strides[march] % item == 0 &&
          reinterpret_cast<uintptr_t>(a.data) % alignof(S) == 0;
 }
 
-template <class S, class E>
+template <class S, class E, class R = void>
 void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
                      int march, int threads) {
   PlaneChain<E> c;
@@ -792,6 +1129,7 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   c.read_direct = rows_in_place<S>(in, march, c.outer, c.inner);
   c.write_direct = rows_in_place<S>(out, march, c.outer, c.inner);
   c.cval = cval;
+  c.copy_to_ring = c.has_across && c.ny == 1;
   // Contiguous runs of planes, taken dynamically: a thread that the OS
   // preempts does not hold up the others. With a ring, a run's first planes
   // are computed twice: two runs per thread; without, about sixteen.
@@ -799,10 +1137,279 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, (ring ? 2 : 16) * threads) : 1;
 #pragma omp parallel num_threads(threads) if (runs > 1)
   {
-    PlaneWorker<S, E> worker(c);
+    PlaneWorker<S, E, R> worker(c);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t r = 0; r < runs; ++r) worker.planes(c.nz * r / runs, c.nz * (r + 1) / runs);
   }
+}
+
+// ---- 2-D chains in one sweep -----------------------------------------------------
+// A 2-D array's chain of one pass across its rows (along the march axis, the
+// outer one in memory) and at most one along them, before or after it, in one
+// sweep: output rows are produced in turn, two at a time, from a ring of the
+// rows the pass across reads (after the pass along them, when that comes
+// first). Rows too long for the ring to stay in cache are taken in strips of
+// columns, whose segments reach past the strip by the pass along the rows'
+// reach: those columns are read through border_index, so a segment holds
+// exactly what that pass reads of its line, as pass by pass. Every element
+// sees the same operations in the same order as pass by pass, each
+// intermediate rounded as scipy stores it. (Narrow strips, to keep the ring
+// in L1, were slower: memory is then read and written in short pieces.)
+
+// The ring of one worker stays under this (L2 caches are 0.5-2 MiB).
+constexpr int64_t kStripBytes = 1 << 20;
+// Strips are at least this many columns wide.
+constexpr int64_t kMinStrip = 256;
+// Input rows are requested this many rows before the ring reads them.
+constexpr int64_t kRowsAhead = 4;
+
+template <class E>
+struct StripChain {
+  const ArrayDesc *in, *out;
+  int march, inner;  // array axes: rows along march, columns along inner
+  int64_t nz, nx;
+  PlanePass<E> across, along;
+  bool has_along = false, along_first = false;
+  double cval;
+  int64_t strip;  // columns per strip
+};
+
+// Runs of n values between the array's storage St and buffers of S: exact
+// (S holds every St value; results of S are values of St, store_lanes).
+// Unit-stride runs take their own loop, whose constant stride vectorises.
+template <class St, class S>
+void load_run(const char* src, int64_t stride, int64_t n, S* dst) {
+  auto at = [](const char* p) {
+    St v;
+    std::memcpy(&v, p, sizeof v);
+    return (S)v;
+  };
+  if (stride == (int64_t)sizeof(St))
+    for (int64_t i = 0; i < n; ++i) dst[i] = at(src + i * sizeof(St));
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i] = at(src + i * stride);
+}
+template <class St, class S>
+void store_run(const S* src, char* dst, int64_t stride, int64_t n) {
+  auto put = [](char* p, S x) {
+    St v;
+    if constexpr (std::is_integral_v<St>) v = (St)(int32_t)x;
+    else v = (St)x;
+    std::memcpy(p, &v, sizeof v);
+  };
+  if (stride == (int64_t)sizeof(St))
+    for (int64_t i = 0; i < n; ++i) put(dst + i * sizeof(St), src[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) put(dst + i * stride, src[i]);
+}
+
+// One thread's rows [z0, z1), strip after strip, with its own buffers. S, E
+// and R as PlaneWorker's; St is the array's storage.
+template <class S, class E, class R = void>
+class StripWorker {
+  using St = std::conditional_t<std::is_void_v<R>, S, R>;
+
+ public:
+  explicit StripWorker(const StripChain<E>& c)
+      : c_(c), reach_(c.has_along ? c.along.taps - 1 : 0), slot_(ring_slot(c.strip + reach_)),
+        stride_(c.strip + reach_) {
+    const int64_t taps = std::max(c.across.taps + 1, c.has_along ? c.along.taps : 1);
+    ring_.reset(new S[(c.across.taps + 1) * slot_]);  // the rows of two neighbouring outputs
+    cval_slot_.assign(c.across.taps + 1, false);
+    segment_.reset(new S[2 * stride_]);
+    result_.reset(new S[2 * stride_]);
+    columns_.resize(stride_);
+    rows_.resize(taps);
+    e_rows_.resize(taps);
+  }
+
+  void rows(int64_t z0, int64_t z1) {
+    for (int64_t x0 = 0; x0 < c_.nx; x0 += c_.strip) strip(x0, std::min(c_.nx, x0 + c_.strip), z0, z1);
+  }
+
+ private:
+  // Elements between ring slots: whole cache lines, an odd number of them,
+  // so that the rows one output reads fall in different sets of the cache.
+  static int64_t ring_slot(int64_t n) {
+    constexpr int64_t line = 64 / sizeof(S);
+    return (((n + line - 1) / line) | 1) * line;
+  }
+
+  void strip(int64_t x0, int64_t x1, int64_t z0, int64_t z1) {
+    const PlanePass<E>& p = c_.across;
+    const int64_t width = x1 - x0;
+    left_ = c_.has_along ? c_.along.left : 0;
+    segment_width_ = width + reach_;
+    // The segment's columns: those the pass along the rows reads, through its mode.
+    edge_cval_ = false;
+    for (int64_t m = 0; m < segment_width_; ++m) {
+      const int64_t x = x0 - left_ + m;
+      columns_[m] = x >= 0 && x < c_.nx ? x : border_index(x, c_.nx, c_.has_along ? c_.along.mode : Mode::Nearest);
+      edge_cval_ |= columns_[m] < 0;
+    }
+    first_ = std::max<int64_t>(0, std::min(segment_width_, left_ - x0));  // columns_ in place: [first_, end_)
+    end_ = std::max(first_, std::min(segment_width_, c_.nx - (x0 - left_)));
+    slot_width_ = c_.along_first ? width : segment_width_;
+    const int64_t taps = p.taps;
+    for (int64_t j = z0 - p.left; j < z0 - p.left + taps - 1; ++j) fill_slot(j);
+    const RowPass<E> rp = p.row_pass();
+    const bool after = c_.has_along && !c_.along_first;
+    int64_t n = 1;
+    for (int64_t z = z0; z < z1; z += n) {
+      n = z + 1 < z1 ? 2 : 1;  // two rows at once share the loads of their taps
+      for (int64_t i = 0; i < n; ++i) fill_slot(z - p.left + taps - 1 + i);
+      prefetch_input(z - p.left + taps - 1 + n + kRowsAhead);
+      bool any_cval = false;
+      for (int64_t k = 0; k < taps + n - 1; ++k) {
+        const int64_t s = slot_of(z - p.left + k);
+        rows_[k] = ring_.get() + s * slot_;
+        any_cval |= cval_slot_[s];
+      }
+      S* across_out[2];
+      for (int64_t i = 0; i < n; ++i) across_out[i] = (after ? segment_.get() : result_.get()) + i * stride_;
+      if (any_cval)
+        for (int64_t i = 0; i < n; ++i) across_in_e(z + i, rp, across_out[i]);
+      else if (n == 2)
+        pair_(rows_.data(), slot_width_, rp, across_out[0], across_out[1]);
+      else
+        direct_(rows_.data(), slot_width_, rp, across_out[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        S* result = result_.get() + i * stride_;
+        if (after) along(segment_.get() + i * stride_, width, result);
+        char* row = c_.out->data + (z + i) * c_.out->strides[c_.march] + x0 * c_.out->strides[c_.inner];
+        store_run<St>(result, row, c_.out->strides[c_.inner], width);
+      }
+    }
+  }
+
+  int64_t slot_of(int64_t j) const {
+    const int64_t slots = c_.across.taps + 1, s = j % slots;
+    return s < 0 ? s + slots : s;
+  }
+
+  // Rows of E (for the passes that read cval), made at the first use.
+  E* e_buffer() {
+    if (e_segment_.empty()) e_segment_.resize(c_.across.taps * stride_);
+    return e_segment_.data();
+  }
+  const E* cval_row() {
+    if (cval_row_.empty()) cval_row_.assign(stride_, (E)c_.cval);
+    return cval_row_.data();
+  }
+
+  // The pass across for output row z, in E, where cval has its full precision.
+  void across_in_e(int64_t z, const RowPass<E>& rp, S* dst) {
+    const PlanePass<E>& p = c_.across;
+    for (int64_t k = 0; k < p.taps; ++k) {
+      const int64_t s = slot_of(z - p.left + k);
+      E* row = e_buffer() + k * slot_width_;
+      const S* slot = ring_.get() + s * slot_;
+      if (cval_slot_[s]) e_rows_[k] = cval_row();
+      else std::copy(slot, slot + slot_width_, row), e_rows_[k] = row;
+    }
+    from_e_(e_rows_.data(), slot_width_, rp, dst);
+  }
+
+  // The slot of extended row j: its input row's segment (after the pass along
+  // the rows when that comes first), or cval.
+  void fill_slot(int64_t j) {
+    const int64_t s = slot_of(j), q = border_index(j, c_.nz, c_.across.mode);
+    cval_slot_[s] = q < 0;
+    if (q < 0) return;
+    S* slot = ring_.get() + s * slot_;
+    S* dst = c_.along_first ? segment_.get() : slot;
+    load_segment(q, dst);
+    if (c_.along_first) along(segment_.get(), slot_width_, slot);
+  }
+
+  void load_segment(int64_t q, S* dst) {
+    const ArrayDesc& a = *c_.in;
+    const char* row = a.data + q * a.strides[c_.march];
+    const int64_t stride = a.strides[c_.inner];
+    if (end_ > first_) load_run<St>(row + columns_[first_] * stride, stride, end_ - first_, dst + first_);
+    auto mapped = [&](int64_t m) {  // cval columns: the pass along reads them in E
+      if (columns_[m] >= 0) load_run<St>(row + columns_[m] * stride, stride, 1, dst + m);
+      else dst[m] = S{};
+    };
+    for (int64_t m = 0; m < first_; ++m) mapped(m);
+    for (int64_t m = end_; m < segment_width_; ++m) mapped(m);
+  }
+
+  void prefetch_input(int64_t j) {
+    const int64_t q = border_index(j, c_.nz, c_.across.mode);
+    if (q < 0 || end_ <= first_) return;
+    const ArrayDesc& a = *c_.in;
+    const int64_t stride = a.strides[c_.inner];
+    prefetch_row(a.data + q * a.strides[c_.march] + columns_[first_] * stride, (end_ - first_) * stride);
+  }
+
+  // The pass along the rows: `count` outputs from segment `src`, whose
+  // columns the pass reads start at output 0's first tap.
+  void along(const S* src, int64_t count, S* dst) {
+    const PlanePass<E>& p = c_.along;
+    const RowPass<E> rp = p.row_pass();
+    if (!edge_cval_) {
+      for (int64_t k = 0; k < p.taps; ++k) rows_[k] = src + k;
+      return direct_(rows_.data(), count, rp, dst);
+    }
+    E* e = e_buffer();  // in E, where cval has its full precision
+    for (int64_t m = 0; m < count + p.taps - 1; ++m) e[m] = columns_[m] < 0 ? (E)c_.cval : (E)src[m];
+    for (int64_t k = 0; k < p.taps; ++k) e_rows_[k] = e + k;
+    from_e_(e_rows_.data(), count, rp, dst);
+  }
+
+  const StripChain<E>& c_;
+  const int64_t reach_, slot_, stride_;  // stride_: between the two rows of segment_ and result_
+  int64_t left_ = 0, segment_width_ = 0, slot_width_ = 0, first_ = 0, end_ = 0;
+  bool edge_cval_ = false;
+  const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
+  const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
+  const FilterPair<S, E, S> pair_ = pair_kernel<S, E, S, R>();
+  std::unique_ptr<S[]> ring_, segment_, result_;  // uninitialised
+  std::vector<E> e_segment_, cval_row_;            // made when a pass reads cval
+  std::vector<bool> cval_slot_;
+  std::vector<int64_t> columns_;
+  std::vector<const S*> rows_;
+  std::vector<const E*> e_rows_;
+};
+
+template <class S, class E, class R = void>
+void run_strip_chain(const StripChain<E>& c, int threads) {
+  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, 4 * threads) : 1;
+#pragma omp parallel num_threads(threads) if (runs > 1)
+  {
+    StripWorker<S, E, R> worker(c);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < runs; ++r) worker.rows(c.nz * r / runs, c.nz * (r + 1) / runs);
+  }
+}
+
+template <class S, class E, class R>
+void run_strip_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
+                     int march, int threads) {
+  StripChain<E> c;
+  c.in = &in;
+  c.out = &out;
+  c.march = march;
+  c.inner = 1 - march;
+  c.nz = in.shape[march];
+  c.nx = in.shape[c.inner];
+  c.cval = cval;
+  bool across_seen = false;
+  for (const LinePass& p : passes) {
+    if (p.axis == march) {
+      c.across = plane_pass<E>(p, 0);
+      across_seen = true;
+    } else {
+      c.has_along = true;
+      c.along_first = !across_seen;
+      c.along = plane_pass<E>(p, 1);
+    }
+  }
+  const int64_t reach = c.has_along ? c.along.taps - 1 : 0;
+  const int64_t fits = kStripBytes / ((c.across.taps + 1) * (int64_t)sizeof(S)) - reach;
+  c.strip = std::min(c.nx, std::max<int64_t>(kMinStrip, fits / 64 * 64));
+  run_strip_chain<S, E, R>(c, threads);
 }
 
 // The march axis: the largest stride among axes longer than 1.
@@ -813,13 +1420,36 @@ int march_axis(const ArrayDesc& a) {
   return best;
 }
 
+// 8- and 16-bit integers: correlations summed in double as scipy sums them,
+// whose results (each pass's, truncated to the dtype as scipy stores them)
+// stay within int32 whatever the data, so that vectors convert them.
+bool fuses_integers(const ArrayDesc& in, const std::vector<LinePass>& passes, double cval) {
+  double largest = 0.0;
+  switch (in.dtype) {
+    case DType::Int8: largest = 128.0; break;
+    case DType::UInt8: largest = 255.0; break;
+    case DType::Int16: largest = 32768.0; break;
+    case DType::UInt16: largest = 65535.0; break;
+    default: return false;
+  }
+  for (const LinePass& p : passes) {
+    if (p.kind != LineKind::Correlate) return false;
+    const double x = p.mode == Mode::Constant ? std::max(largest, std::fabs(cval)) : largest;
+    double total = 0.0;
+    for (double w : p.weights) total += std::fabs(w);
+    if (!(x * total < 0x1p30)) return false;  // also NaN and infinite weights or cval
+  }
+  return true;
+}
+
 // Whether a chain runs plane by plane, and then in float (else double).
-bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, int& march,
-                      bool& in_float) {
+bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
+                      int& march, bool& in_float) {
   if (in.ndim != 3 || in.size() < kFusedMinSize || in.dtype != out.dtype || may_overlap(in, out) ||
-      (in.dtype != DType::Float32 && in.dtype != DType::Float64) || passes.empty())
+      passes.empty())
     return false;
   march = march_axis(in);
+  if (in.dtype != DType::Float32 && in.dtype != DType::Float64 && !fuses_integers(in, passes, cval)) return false;
   in_float = sums_in_float(in, out, passes[0]);
   int across = 0;
   int64_t across_taps = 1;
@@ -836,6 +1466,61 @@ bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vect
   return across_taps * plane * itemsize(in.dtype) <= kFusedWindowBytes;
 }
 
+// A 2-D array as a volume of planes that are single rows, (n0, 1, n1): its
+// chain then runs row by row in one sweep, the pass along the rows' axis
+// combining a window of rows held in cache. The unit axis gets a stride
+// larger than any other, so it is never the march or the inner axis.
+ArrayDesc as_volume(const ArrayDesc& a) {
+  ArrayDesc v = a;
+  v.ndim = 3;
+  v.shape[1] = 1;
+  v.shape[2] = a.shape[1];
+  v.strides[2] = a.strides[1];
+  const int64_t item = itemsize(a.dtype);
+  v.strides[1] = (std::max(std::llabs(a.strides[0]), std::llabs(a.strides[1])) / item + 1) * item;
+  return v;
+}
+
+std::vector<LinePass> as_volume(std::vector<LinePass> passes) {
+  for (LinePass& p : passes) p.axis = p.axis == 0 ? 0 : 2;
+  return passes;
+}
+
+// 2-D arrays whose rows are shorter than this are left to the line passes:
+// a row's fixed costs would outweigh its work.
+constexpr int64_t kFusedMinRow = 64;
+
+// Whether a 2-D chain (as_volume's view, `march` 0 or 2) runs in column
+// strips: one pass across the rows, at most one along them.
+bool fits_strips(const std::vector<LinePass>& passes, int march) {
+  int across = 0, along = 0;
+  for (const LinePass& p : passes) ++(p.axis == march ? across : along);
+  return across == 1 && along <= 1;
+}
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<S>, Tag<E>, Tag<R>) with the types a fused chain of dtype t
+// runs in (PlaneWorker): false for the dtypes that none runs in.
+template <class F>
+bool with_chain_types(DType t, bool in_float, F&& f) {
+  switch (t) {
+    case DType::Float32:
+      if (in_float) f(Tag<float>{}, Tag<float>{}, Tag<void>{});
+      else f(Tag<float>{}, Tag<double>{}, Tag<void>{});
+      return true;
+    case DType::Float64: f(Tag<double>{}, Tag<double>{}, Tag<void>{}); return true;
+    case DType::Int8: f(Tag<float>{}, Tag<double>{}, Tag<int8_t>{}); return true;
+    case DType::UInt8: f(Tag<float>{}, Tag<double>{}, Tag<uint8_t>{}); return true;
+    case DType::Int16: f(Tag<double>{}, Tag<double>{}, Tag<int16_t>{}); return true;
+    case DType::UInt16: f(Tag<double>{}, Tag<double>{}, Tag<uint16_t>{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
@@ -843,15 +1528,24 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
   run_line_pass<double>(in, out, pass, cval);
 }
 
-bool CpuBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+bool CpuBackend::fused_chain(const ArrayDesc& in2, const ArrayDesc& out2, const std::vector<LinePass>& passes2,
                              double cval) {
+  const bool plane2d = in2.ndim == 2;
+  const ArrayDesc in = plane2d ? as_volume(in2) : in2, out = plane2d ? as_volume(out2) : out2;
+  const std::vector<LinePass> passes = plane2d ? as_volume(passes2) : passes2;
   int march;
   bool in_float;
-  if (!plan_plane_chain(in, out, passes, march, in_float)) return false;
-  if (in_float) run_plane_chain<float, float>(in, out, passes, cval, march, cpu_max_threads());
-  else if (in.dtype == DType::Float32) run_plane_chain<float, double>(in, out, passes, cval, march, cpu_max_threads());
-  else run_plane_chain<double, double>(in, out, passes, cval, march, cpu_max_threads());
-  return true;
+  if (!plan_plane_chain(in, out, passes, cval, march, in_float)) return false;
+  if (plane2d && in.shape[march == 0 ? 2 : 0] < kFusedMinRow) return false;
+  const bool strips = plane2d && fits_strips(passes, march);
+  const int threads = cpu_max_threads();
+  return with_chain_types(in.dtype, in_float, [&](auto s, auto e, auto r) {
+    using S = typename decltype(s)::type;
+    using E = typename decltype(e)::type;
+    using R = typename decltype(r)::type;
+    if (strips) run_strip_chain<S, E, R>(in2, out2, passes2, cval, march == 0 ? 0 : 1, threads);
+    else run_plane_chain<S, E, R>(in, out, passes, cval, march, threads);
+  });
 }
 
 void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {
