@@ -53,14 +53,19 @@ struct LinePlan {
 
 // A selection network built at run time, run over many output positions at
 // once through memory: for footprints with no network unrolled below.
+// Footprints of up to this many taps select by a network on the CPU; larger
+// ones by other algorithms.
+constexpr int64_t kMaxNetworkTaps = 64;
+
 struct SelectionNetwork {
   std::vector<Exchange> exchanges;
   int64_t rank = 0;
   bool valid = false;
 
   SelectionNetwork(int64_t taps, int64_t rank_) : rank(rank_) {
+    valid = taps >= 1 && taps <= kMaxNetworkTaps && rank >= 0 && rank < taps;
+    if (!valid) return;
     const ExchangeList list = selection_exchanges(taps, rank);
-    valid = taps >= 1 && taps <= ExchangeList::kMaxSlots && rank >= 0 && rank < taps;
     exchanges.assign(list.items, list.items + list.count);
   }
   bool usable() const { return valid; }
@@ -529,7 +534,7 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
     case Reduce::Rank: {
       E* v = s.values.data();
       if (network.usable()) {
-        const E* tap_lines[ExchangeList::kMaxSlots];
+        const E* tap_lines[kMaxNetworkTaps];
         for (int64_t t = 0; t < taps; ++t) tap_lines[t] = tap(t);
         if (fixed_selection<Bytes>(taps, f.rank, tap_lines, n, res)) break;
         for (int64_t i0 = 0; i0 < n; i0 += kNetworkWidth<E>) {

@@ -25,8 +25,8 @@ struct Exchange {
 
 // The steps of a network in order.
 struct ExchangeList {
-  static constexpr int kMaxSlots = 64;  // beyond, other algorithms
-  static constexpr int kCapacity = 1024;  // Batcher's 64-input sort has 543
+  static constexpr int kMaxSlots = 128;    // the CUDA 5x5x5 median sorts 100 shared values
+  static constexpr int kCapacity = 1536;   // Batcher's 128-input sort has 1471
   Exchange items[kCapacity] = {};
   int count = 0;
 
@@ -102,6 +102,14 @@ constexpr ExchangeList odd_even_sort(int64_t n) {
 constexpr ExchangeList selection_exchanges(int64_t taps, int64_t rank) {
   if (taps < 1 || taps > ExchangeList::kMaxSlots || rank < 0 || rank >= taps) return {};
   return prune(odd_even_sort(taps), Slots::range((int)rank, 1));
+}
+
+// The network after which slots [first, last] of slots 0..taps-1 hold the
+// values of those ranks, in place (the CUDA box median sorts the ranks the
+// median can take among the values two outputs share).
+constexpr ExchangeList sorting_exchanges(int taps, int first, int last) {
+  if (taps < 1 || taps > ExchangeList::kMaxSlots || first < 0 || last < first || last >= taps) return {};
+  return prune(odd_even_sort(taps), Slots::range(first, last - first + 1));
 }
 
 // Batcher's merge of the ascending runs a and b (any lengths): appends its

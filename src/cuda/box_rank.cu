@@ -12,7 +12,7 @@
 // all but one column each, and the selection runs on the shared values once.
 //
 // Selection: the values the pair shares are sorted by a pruned sorting
-// network (core/sorting_network.hpp) only at the ranks the median can take
+// network (core/selection_network.hpp) only at the ranks the median can take
 // among them, each output's own values are sorted, and one min-max merge of
 // the two gives the median (SharedMedian). Every index is a compile-time
 // constant, so the values live in registers and the work is min/max
@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "core/border.hpp"
-#include "core/sorting_network.hpp"
+#include "core/selection_network.hpp"
 #include "cuda/check.cuh"
 #include "cuda/box_tile.cuh"
 #include "cuda/elements.cuh"
@@ -212,9 +212,9 @@ struct Forgetful {
 
 // ------------------------------------------------------ sorting networks
 
-// Runs core/sorting_network.hpp's network for positions [First, Last] of N
-// values, every exchange its own instantiation: indices are compile-time
-// constants, so the values stay in registers.
+// Runs core/selection_network.hpp's sorting network for positions [First,
+// Last] of N values, every exchange its own instantiation: indices are
+// compile-time constants, so the values stay in registers.
 template <int N, int First, int Last>
 struct Network {
   static constexpr ExchangeList list = sorting_exchanges(N, First, Last);
