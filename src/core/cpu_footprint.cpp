@@ -446,10 +446,11 @@ struct RowCache {
   std::vector<E> storage;   // one line per plan row
   std::vector<RowKey> held;  // per buffer
   std::vector<char> used;
+  std::vector<size_t> found;  // per plan row: the buffer found holding its line
   std::vector<const E*> row;  // per plan row: the buffer holding its line
 
   RowCache(int64_t rows, int64_t size_)
-      : size(size_), storage(rows * size_), held(rows, kNoRow), used(rows), row(rows) {}
+      : size(size_), storage(rows * size_), held(rows, kNoRow), used(rows), found(rows), row(rows) {}
 
   // The buffer holding `key`, or held.size().
   size_t find(RowKey key) const { return std::find(held.begin(), held.end(), key) - held.begin(); }
@@ -461,11 +462,11 @@ struct RowCache {
     const size_t count = row.size();
     std::fill(used.begin(), used.end(), 0);
     for (size_t r = 0; r < count; ++r) {
-      const size_t b = find(wanted[r]);
-      if (b < count) used[b] = 1;
+      found[r] = find(wanted[r]);
+      if (found[r] < count) used[found[r]] = 1;
     }
     for (size_t r = 0; r < count; ++r) {
-      size_t b = find(wanted[r]);  // perhaps read for an earlier row of this loop
+      size_t b = found[r] < count ? found[r] : find(wanted[r]);  // perhaps read for an earlier row
       if (b == count) {
         b = std::find(used.begin(), used.end(), 0) - used.begin();
         fill(wanted[r], storage.data() + b * size);
