@@ -101,10 +101,34 @@ struct SelectionNetwork {
 // Networks unrolled at compile time: the values stay in registers (or the
 // compiler's spills) instead of going through memory at every exchange,
 // about twice as fast.
+//
+// Both halves of a float exchange would share one comparison, and GCC then
+// emits a compare and two blends instead of minps and maxps (which compute
+// exactly y < x ? y : x and y < x ? x : y): an empty asm hides that the
+// max compares the same values.
+template <class V, class = void>
+struct LaneOf {  // V's element type: V itself for a scalar
+  using type = V;
+};
+template <class V>
+struct LaneOf<V, std::void_t<decltype(std::declval<V>()[0])>> {
+  using type = std::decay_t<decltype(std::declval<V>()[0])>;
+};
+template <class V>
+GF_INLINE void opaque(V& a, V& b) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+x"(a), "+x"(b));
+#else
+  (void)a;
+  (void)b;
+#endif
+}
+
 template <class V, int Lo, int Hi, bool KeepMin, bool KeepMax>
 GF_INLINE void exchange(V* v) {
-  const V x = v[Lo], y = v[Hi];
+  V x = v[Lo], y = v[Hi];
   if (KeepMin) v[Lo] = V(y < x ? y : x);
+  if constexpr (KeepMin && KeepMax && std::is_floating_point_v<typename LaneOf<V>::type>) opaque(x, y);
   if (KeepMax) v[Hi] = V(y < x ? x : y);
 }
 
@@ -236,13 +260,13 @@ struct BoxBuffers {
   std::vector<E> columns, merged, even, odd, extended;
 
   BoxBuffers() = default;
-  BoxBuffers(int64_t n, int64_t rows, int64_t width, int64_t kept) {
+  BoxBuffers(int64_t n, int64_t rows, int64_t width) {
     const int64_t runs = (width - 1) / 2;
     columns_read = (n + 1) / 2 + runs;
     half = (columns_read + 2 * kMaxLanes) / kMaxLanes * kMaxLanes;
     chunk_len = (kChunk + runs + 2 * kMaxLanes) / kMaxLanes * kMaxLanes;
     columns.assign(2 * rows * chunk_len, E{});
-    merged.assign(kept * chunk_len, E{});
+    merged.assign(2 * rows * chunk_len, E{});  // a merged column pair's ranks, at most all
     even.assign(kMaxLanes, E{});
     odd.assign(kMaxLanes, E{});
     extended.assign(2 * half, E{});
@@ -302,25 +326,25 @@ void box_rank_line(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
   const int64_t pairs = (n + 1) / 2, len = b.chunk_len;
   const E* split[2][R];  // even and odd columns of each row
   E* sorted[2][R];       // the sorted columns of a chunk, even and odd
-  unroll<R>([&](auto r) {
+  unroll<R>([&](auto r) GF_INLINE_LAMBDA {
     split[0][r] = rows[r];
     split[1][r] = rows[r] + b.half;
     sorted[0][r] = b.columns.data() + r * len;
     sorted[1][r] = b.columns.data() + (R + r) * len;
   });
   E* merged[kept];
-  unroll<kept>([&](auto q) { merged[q] = b.merged.data() + q * len; });
+  unroll<kept>([&](auto q) GF_INLINE_LAMBDA { merged[q] = b.merged.data() + q * len; });
   E *even = b.even.data(), *odd = b.odd.data();
   // Column 2j (parity 0) or 2j+1 (1) sorted, its values ascending into
   // v[0..R), and stored.
-  auto sort_column = [&](int parity, int64_t j, V* v) {
+  auto sort_column = [&](int parity, int64_t j, V* v) GF_INLINE_LAMBDA {
     V u[R];
-    unroll<R>([&](auto r) { u[r] = load_as<V>(split[parity][r] + j); });
+    unroll<R>([&](auto r) GF_INLINE_LAMBDA { u[r] = load_as<V>(split[parity][r] + j); });
     Unrolled<Plan::column_net>::run(u);
-    unroll<R>([&](auto r) { v[r] = u[Plan::column_out.at[r]]; });
+    unroll<R>([&](auto r) GF_INLINE_LAMBDA { v[r] = u[Plan::column_out.at[r]]; });
   };
-  auto store_column = [&](int parity, int64_t j, const V* v) {
-    unroll<R>([&](auto r) { store_as(sorted[parity][r] + j, v[r]); });
+  auto store_column = [&](int parity, int64_t j, const V* v) GF_INLINE_LAMBDA {
+    unroll<R>([&](auto r) GF_INLINE_LAMBDA { store_as(sorted[parity][r] + j, v[r]); });
   };
 
   for (int64_t c = 0; c < pairs; c += b.kChunk) {
@@ -334,13 +358,13 @@ void box_rank_line(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
       store_column(1, j, v);
       store_column(0, j + 1, v + R);
       Unrolled<Plan::pair_net>::run(v);
-      unroll<kept>([&](auto q) { store_as(merged[q] + j, v[Plan::pair_out.at[q]]); });
+      unroll<kept>([&](auto q) GF_INLINE_LAMBDA { store_as(merged[q] + j, v[Plan::pair_out.at[q]]); });
     }
     const int64_t whole = std::min(count, n / 2 - c);  // pairs with both outputs in the line
     for (int64_t p = 0; p < count; p += step) {  // outputs 2p and 2p+1
       V w[runs * kept + 2 * R];
-      unroll<runs * kept>([&](auto i) { w[i] = load_as<V>(merged[i % kept] + p + i / kept); });
-      unroll<R>([&](auto r) {
+      unroll<runs * kept>([&](auto i) GF_INLINE_LAMBDA { w[i] = load_as<V>(merged[i % kept] + p + i / kept); });
+      unroll<R>([&](auto r) GF_INLINE_LAMBDA {
         w[runs * kept + r] = load_as<V>(sorted[0][r] + p);
         w[runs * kept + R + r] = load_as<V>(sorted[1][r] + p + runs);
       });
@@ -427,10 +451,11 @@ struct RowCache {
   std::vector<E> storage;   // one line per plan row
   std::vector<RowKey> held;  // per buffer
   std::vector<char> used;
+  std::vector<size_t> found;  // per plan row: the buffer found holding its line
   std::vector<const E*> row;  // per plan row: the buffer holding its line
 
   RowCache(int64_t rows, int64_t size_)
-      : size(size_), storage(rows * size_), held(rows, kNoRow), used(rows), row(rows) {}
+      : size(size_), storage(rows * size_), held(rows, kNoRow), used(rows), found(rows), row(rows) {}
 
   // The buffer holding `key`, or held.size().
   size_t find(RowKey key) const { return std::find(held.begin(), held.end(), key) - held.begin(); }
@@ -442,11 +467,11 @@ struct RowCache {
     const size_t count = row.size();
     std::fill(used.begin(), used.end(), 0);
     for (size_t r = 0; r < count; ++r) {
-      const size_t b = find(wanted[r]);
-      if (b < count) used[b] = 1;
+      found[r] = find(wanted[r]);
+      if (found[r] < count) used[found[r]] = 1;
     }
     for (size_t r = 0; r < count; ++r) {
-      size_t b = find(wanted[r]);  // perhaps read for an earlier row of this loop
+      size_t b = found[r] < count ? found[r] : find(wanted[r]);  // perhaps read for an earlier row
       if (b == count) {
         b = std::find(used.begin(), used.end(), 0) - used.begin();
         fill(wanted[r], storage.data() + b * size);
@@ -458,15 +483,16 @@ struct RowCache {
   }
 };
 
-// Per-thread buffers: the input lines, the result, rank scratch; for a box
-// kernel its buffers, and the input lines split in even and odd columns.
+// Per-thread buffers: the input lines (split in even and odd columns for a
+// box kernel), the box kernel's buffers, the result, rank scratch, and the
+// input lines one after another for the sliding histogram.
 template <class E>
 struct Scratch {
   BoxBuffers<E> box;
   RowCache<E> rows;
-  std::vector<E> result, values;
+  std::vector<E> result, values, block;
   Scratch(const LinePlan& plan, int64_t n, int64_t taps, bool box_kernel)
-      : box(box_kernel ? BoxBuffers<E>(n, plan.rows.size(), plan.left + plan.right + 1, taps) : BoxBuffers<E>()),
+      : box(box_kernel ? BoxBuffers<E>(n, plan.rows.size(), plan.left + plan.right + 1) : BoxBuffers<E>()),
         rows(plan.rows.size(), box_kernel ? 2 * box.half : n + plan.left + plan.right),
         result(n),
         values(box_kernel ? 0 : taps * kNetworkWidth<E>) {}
@@ -476,19 +502,20 @@ struct Scratch {
 // by a sliding histogram (Huang's algorithm, as OpenCV's medianBlur for large
 // windows): moving one position removes a column of `rows` values and adds
 // one, and the answer moves from the last one by a few bins; `below` counts
-// the window's values under it. Exact. res[i]'s window: lines[r][i .. i +
-// width) for each row r.
-void box_rank_uint8(const uint8_t* const* lines, int64_t rows, int64_t width, int64_t n, int64_t rank,
-                    uint8_t* res) {
+// the window's values under it. Exact. res[i]'s window: lines[r * stride +
+// i .. i + width) for each row r: rows a fixed stride apart, so that their
+// addresses are arithmetic, not loads (~12% faster than a pointer per row).
+void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t width, int64_t n,
+                    int64_t rank, uint8_t* res) {
   int64_t hist[256] = {};
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < width; ++k) ++hist[lines[r][k]];
+    for (int64_t k = 0; k < width; ++k) ++hist[lines[r * stride + k]];
   int value = 0;
   int64_t below = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0)
       for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t gone = lines[r][i - 1], added = lines[r][i + width - 1];
+        const uint8_t gone = lines[r * stride + i - 1], added = lines[r * stride + i + width - 1];
         --hist[gone];
         below -= gone < value;
         ++hist[added];
@@ -548,7 +575,10 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
       const int64_t width = plan.left + plan.right + 1, rows = (int64_t)plan.rows.size();
       if constexpr (std::is_same_v<E, uint8_t>) {
         if (taps == rows * width) {  // a full box: every row holds every shift
-          box_rank_uint8(lines, rows, width, n, f.rank, res);
+          const int64_t stride = n + width - 1;
+          s.block.resize(rows * stride);
+          for (int64_t r = 0; r < rows; ++r) std::copy(lines[r], lines[r] + stride, s.block.data() + r * stride);
+          box_rank_uint8(s.block.data(), stride, rows, width, n, f.rank, res);
           break;
         }
       }

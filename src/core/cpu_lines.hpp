@@ -34,8 +34,10 @@ struct Simd {
 // the ABI between the baseline and the AVX2 copies of a kernel.
 #if defined(__GNUC__)
 #define GF_INLINE inline __attribute__((always_inline))
+#define GF_INLINE_LAMBDA __attribute__((always_inline))  // after a lambda's parameters
 #else
 #define GF_INLINE inline
+#define GF_INLINE_LAMBDA
 #endif
 template <class V, class E>
 GF_INLINE V load_as(const E* p) {
