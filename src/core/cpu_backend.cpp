@@ -80,13 +80,23 @@ inline void for_tiles(int64_t count, Body&& body) {
   for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, E{});
 }
 
-// One pass as the row kernels take it, its weights in the buffer's type E.
+// Weights of a pass on 8-bit data in float, for sums in float that give
+// scipy's results exactly (correlate_int8_in_float, float_weights).
+constexpr int64_t kMaxFloatTaps = 128;
+struct FloatWeights {
+  float w[kMaxFloatTaps];
+  float margin;  // |float sum - scipy's double sum| < margin
+};
+
+// One pass as the row kernels take it, its weights in the buffer's type E;
+// for 8-bit data, its weights in float where they sum exactly in float.
 template <class E>
 struct RowPass {
   LineKind kind;
   const E* weights;
   int64_t taps, size;
   int symmetry;
+  const FloatWeights* in_float = nullptr;
 };
 
 // Where the kernels below find tap k of output j: at taps[k] + j. Taps
@@ -263,12 +273,6 @@ struct ShiftedTaps {
 // order. Twice the values per vector of doubles, and multiply-adds fused.
 template <class T>
 constexpr bool kInt8 = std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>;
-constexpr int64_t kMaxFloatTaps = 128;
-
-struct FloatWeights {
-  float w[kMaxFloatTaps];
-  float margin;  // |float sum - scipy's double sum| < margin
-};
 
 // The margin. With u = 2^-24 and M = max|x| * sum|w| (no term, and no
 // partial sum in any order, is larger), the float sum of n terms (n = c + 1
@@ -280,6 +284,23 @@ struct FloatWeights {
 // move by u * (M + margin) each: (n + 3) * u * M covers all of it. The
 // absolute term covers weights and products of subnormal size. x is data of
 // R (8 bits): cval never reaches this kernel (callers sum it in double).
+// True when every weight is a multiple of one power of two 2^-s whose
+// multiples up to `bound` are all floats (integer weights such as sobel's
+// and laplace's, dyadic ones such as 0.25): every product and partial sum
+// is then exact in float, as in double, and so is the float sum, which
+// needs no margin (and sums landing on integers no second summation).
+inline bool exact_in_float(const RowPass<double>& p, double bound) {
+  for (int s = 0; s <= 24 && bound * std::ldexp(1.0, s) < 0x1p24; ++s) {
+    bool multiples = true;
+    for (int64_t k = 0; k < p.taps && multiples; ++k) {
+      const double scaled = std::ldexp(p.weights[k], s);
+      multiples = scaled == std::floor(scaled);
+    }
+    if (multiples) return true;
+  }
+  return false;
+}
+
 template <class R>
 bool float_weights(const RowPass<double>& p, FloatWeights& f) {
   if (p.taps > kMaxFloatTaps) return false;
@@ -291,7 +312,7 @@ bool float_weights(const RowPass<double>& p, FloatWeights& f) {
   const double bound = (std::is_signed_v<R> ? 128.0 : 255.0) * total;
   if (!(bound < 0x1p29)) return false;  // also NaN: sums must stay within int32
   const int64_t terms = p.symmetry != 0 ? p.taps / 2 + 1 : p.taps;
-  f.margin = (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
+  f.margin = exact_in_float(p, bound) ? 0.0f : (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
   return true;
 }
 
@@ -424,14 +445,14 @@ void correlate_int8_in_float(Taps ext, int64_t count, const RowPass<double>& p, 
 }
 
 // res[y][j] for j < count, as correlate_in_order gives them; float data of
-// 8-bit integers summed in float where that is exact.
+// 8-bit integers summed in float where the pass has its float weights
+// (made once per pass: float_weights costs more than a short row).
 template <int Bytes, class R = void, int Y = 1, class E, class Taps, class D>
 void correlate_rows(Taps ext, int64_t count, const RowPass<E>& p, D* const* res) {
 #if defined(__GNUC__)
   using Src = std::remove_cv_t<std::remove_pointer_t<decltype(ext[0])>>;
   if constexpr (kInt8<R> && std::is_same_v<E, double> && std::is_same_v<Src, float> && std::is_same_v<D, float>) {
-    FloatWeights f;
-    if (float_weights<R>(p, f)) return correlate_int8_in_float<Bytes, R, Y>(ext, count, p, f, res);
+    if (p.in_float) return correlate_int8_in_float<Bytes, R, Y>(ext, count, p, *p.in_float, res);
     for (int y = 0; y < Y; ++y) exact_rows_of<Bytes, R>(ShiftedTaps<Taps>{ext, y, 0}, count, p, res[y]);
     return;
   }
@@ -829,10 +850,11 @@ struct PlanePass {
   int64_t taps = 1, left = 0, size = 1;
   int symmetry = 0;
   std::vector<E> weights;
-  RowPass<E> row_pass() const { return RowPass<E>{kind, weights.data(), taps, size, symmetry}; }
+  std::shared_ptr<FloatWeights> in_float;  // 8-bit data whose sums may run in float
+  RowPass<E> row_pass() const { return RowPass<E>{kind, weights.data(), taps, size, symmetry, in_float.get()}; }
 };
 
-template <class E>
+template <class E, class R = void>
 PlanePass<E> plane_pass(const LinePass& p, int axis) {
   PlanePass<E> q;
   q.axis = axis;
@@ -843,6 +865,10 @@ PlanePass<E> plane_pass(const LinePass& p, int axis) {
   q.size = p.size;
   q.symmetry = p.symmetry();
   q.weights.assign(p.weights.begin(), p.weights.end());
+  if constexpr (kInt8<R> && std::is_same_v<E, double>) {
+    auto f = std::make_shared<FloatWeights>();
+    if (float_weights<R>(q.row_pass(), *f)) q.in_float = std::move(f);
+  }
   return q;
 }
 
@@ -1120,9 +1146,9 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   for (const LinePass& p : passes) {
     if (p.axis == march) {
       c.has_across = true;
-      c.across = plane_pass<E>(p, 0);
+      c.across = plane_pass<E, R>(p, 0);
     } else {
-      (c.has_across ? c.after : c.before).push_back(plane_pass<E>(p, p.axis == c.outer ? 0 : 1));
+      (c.has_across ? c.after : c.before).push_back(plane_pass<E, R>(p, p.axis == c.outer ? 0 : 1));
     }
   }
   if (!c.has_across) std::swap(c.before, c.after);  // no march pass: all run on the output plane
@@ -1146,15 +1172,15 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
 // ---- 2-D chains in one sweep -----------------------------------------------------
 // A 2-D array's chain of one pass across its rows (along the march axis, the
 // outer one in memory) and at most one along them, before or after it, in one
-// sweep: output rows are produced in turn, two at a time, from a ring of the
-// rows the pass across reads (after the pass along them, when that comes
-// first). Rows too long for the ring to stay in cache are taken in strips of
-// columns, whose segments reach past the strip by the pass along the rows'
-// reach: those columns are read through border_index, so a segment holds
-// exactly what that pass reads of its line, as pass by pass. Every element
-// sees the same operations in the same order as pass by pass, each
-// intermediate rounded as scipy stores it. (Narrow strips, to keep the ring
-// in L1, were slower: memory is then read and written in short pieces.)
+// sweep: output rows are produced in blocks, from a ring of the rows the pass
+// across reads (after the pass along them, when that comes first). Rows too
+// long for the ring to stay in cache are taken in strips of columns, whose
+// segments reach past the strip by the pass along the rows' reach: those
+// columns are read through border_index, so a segment holds exactly what
+// that pass reads of its line, as pass by pass. Every element sees the same
+// operations in the same order as pass by pass, each intermediate rounded as
+// scipy stores it. (Narrow strips, to keep the ring in L1, were slower:
+// memory is then read and written in short pieces.)
 
 // The ring of one worker stays under this (L2 caches are 0.5-2 MiB).
 constexpr int64_t kStripBytes = 1 << 20;
@@ -1162,6 +1188,9 @@ constexpr int64_t kStripBytes = 1 << 20;
 constexpr int64_t kMinStrip = 256;
 // Input rows are requested this many rows before the ring reads them.
 constexpr int64_t kRowsAhead = 4;
+// Output rows computed together, from taps + kBlockRows - 1 rows of the ring
+// (fewer were slower; so were chunks of columns sized for L1).
+constexpr int64_t kBlockRows = 8;
 
 template <class E>
 struct StripChain {
@@ -1203,6 +1232,33 @@ void store_run(const S* src, char* dst, int64_t stride, int64_t n) {
     for (int64_t i = 0; i < n; ++i) put(dst + i * stride, src[i]);
 }
 
+template <class S>
+using LoadRun = void (*)(const char*, int64_t, int64_t, S*);
+template <class S>
+using StoreRun = void (*)(const S*, char*, int64_t, int64_t);
+#if defined(__GNUC__) && defined(__x86_64__)
+// The conversions of 8-bit data take twice the values per instruction.
+template <class St, class S>
+__attribute__((target("avx2"), flatten)) void load_run_avx2(const char* src, int64_t stride, int64_t n, S* dst) {
+  load_run<St>(src, stride, n, dst);
+}
+template <class St, class S>
+__attribute__((target("avx2"), flatten)) void store_run_avx2(const S* src, char* dst, int64_t stride, int64_t n) {
+  store_run<St>(src, dst, stride, n);
+}
+#endif
+template <class St, class S>
+std::pair<LoadRun<S>, StoreRun<S>> run_kernels() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  if (avx2) return {&load_run_avx2<St, S>, &store_run_avx2<St, S>};
+#endif
+  return {&load_run<St, S>, &store_run<St, S>};
+}
+
 // One thread's rows [z0, z1), strip after strip, with its own buffers. S, E
 // and R as PlaneWorker's; St is the array's storage.
 template <class S, class E, class R = void>
@@ -1213,14 +1269,14 @@ class StripWorker {
   explicit StripWorker(const StripChain<E>& c)
       : c_(c), reach_(c.has_along ? c.along.taps - 1 : 0), slot_(ring_slot(c.strip + reach_)),
         stride_(c.strip + reach_) {
-    const int64_t taps = std::max(c.across.taps + 1, c.has_along ? c.along.taps : 1);
-    ring_.reset(new S[(c.across.taps + 1) * slot_]);  // the rows of two neighbouring outputs
-    cval_slot_.assign(c.across.taps + 1, false);
-    segment_.reset(new S[2 * stride_]);
-    result_.reset(new S[2 * stride_]);
+    const int64_t slots = c.across.taps + kBlockRows - 1;  // the rows that a block of outputs reads
+    ring_.reset(new S[slots * slot_]);
+    cval_slot_.assign(slots, false);
+    segment_.reset(new S[kBlockRows * stride_]);
+    result_.reset(new S[kBlockRows * stride_]);
     columns_.resize(stride_);
-    rows_.resize(taps);
-    e_rows_.resize(taps);
+    rows_.resize(std::max(slots, c.has_along ? c.along.taps : 1));
+    e_rows_.resize(rows_.size());
   }
 
   void rows(int64_t z0, int64_t z1) {
@@ -1254,36 +1310,41 @@ class StripWorker {
     for (int64_t j = z0 - p.left; j < z0 - p.left + taps - 1; ++j) fill_slot(j);
     const RowPass<E> rp = p.row_pass();
     const bool after = c_.has_along && !c_.along_first;
-    int64_t n = 1;
-    for (int64_t z = z0; z < z1; z += n) {
-      n = z + 1 < z1 ? 2 : 1;  // two rows at once share the loads of their taps
+    for (int64_t z = z0; z < z1; z += kBlockRows) {
+      const int64_t n = std::min(kBlockRows, z1 - z);
       for (int64_t i = 0; i < n; ++i) fill_slot(z - p.left + taps - 1 + i);
-      prefetch_input(z - p.left + taps - 1 + n + kRowsAhead);
-      bool any_cval = false;
-      for (int64_t k = 0; k < taps + n - 1; ++k) {
-        const int64_t s = slot_of(z - p.left + k);
-        rows_[k] = ring_.get() + s * slot_;
-        any_cval |= cval_slot_[s];
-      }
-      S* across_out[2];
-      for (int64_t i = 0; i < n; ++i) across_out[i] = (after ? segment_.get() : result_.get()) + i * stride_;
-      if (any_cval)
-        for (int64_t i = 0; i < n; ++i) across_in_e(z + i, rp, across_out[i]);
-      else if (n == 2)
-        pair_(rows_.data(), slot_width_, rp, across_out[0], across_out[1]);
-      else
-        direct_(rows_.data(), slot_width_, rp, across_out[0]);
+      for (int64_t i = 0; i < n; ++i) prefetch_input(z - p.left + taps - 1 + n + kRowsAhead + i);
+      across_block(z, n, rp, after ? segment_.get() : result_.get());
       for (int64_t i = 0; i < n; ++i) {
         S* result = result_.get() + i * stride_;
         if (after) along(segment_.get() + i * stride_, width, result);
         char* row = c_.out->data + (z + i) * c_.out->strides[c_.march] + x0 * c_.out->strides[c_.inner];
-        store_run<St>(result, row, c_.out->strides[c_.inner], width);
+        runs_.second(result, row, c_.out->strides[c_.inner], width);
       }
     }
   }
 
+  // The pass across for output rows [z, z + n) into out (rows stride_
+  // apart), two rows at a time: their taps share loads.
+  void across_block(int64_t z, int64_t n, const RowPass<E>& rp, S* out) {
+    const PlanePass<E>& p = c_.across;
+    bool any_cval = false;
+    for (int64_t k = 0; k < p.taps + n - 1; ++k) {
+      const int64_t s = slot_of(z - p.left + k);
+      rows_[k] = ring_.get() + s * slot_;
+      any_cval |= cval_slot_[s];
+    }
+    if (any_cval) {  // the first and last rows only
+      for (int64_t i = 0; i < n; ++i) across_in_e(z + i, rp, out + i * stride_);
+      return;
+    }
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) pair_(rows_.data() + i, slot_width_, rp, out + i * stride_, out + (i + 1) * stride_);
+    if (i < n) direct_(rows_.data() + i, slot_width_, rp, out + i * stride_);
+  }
+
   int64_t slot_of(int64_t j) const {
-    const int64_t slots = c_.across.taps + 1, s = j % slots;
+    const int64_t slots = c_.across.taps + kBlockRows - 1, s = j % slots;
     return s < 0 ? s + slots : s;
   }
 
@@ -1326,7 +1387,7 @@ class StripWorker {
     const ArrayDesc& a = *c_.in;
     const char* row = a.data + q * a.strides[c_.march];
     const int64_t stride = a.strides[c_.inner];
-    if (end_ > first_) load_run<St>(row + columns_[first_] * stride, stride, end_ - first_, dst + first_);
+    if (end_ > first_) runs_.first(row + columns_[first_] * stride, stride, end_ - first_, dst + first_);
     auto mapped = [&](int64_t m) {  // cval columns: the pass along reads them in E
       if (columns_[m] >= 0) load_run<St>(row + columns_[m] * stride, stride, 1, dst + m);
       else dst[m] = S{};
@@ -1365,6 +1426,7 @@ class StripWorker {
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const FilterPair<S, E, S> pair_ = pair_kernel<S, E, S, R>();
+  const std::pair<LoadRun<S>, StoreRun<S>> runs_ = run_kernels<St, S>();
   std::unique_ptr<S[]> ring_, segment_, result_;  // uninitialised
   std::vector<E> e_segment_, cval_row_;            // made when a pass reads cval
   std::vector<bool> cval_slot_;
@@ -1398,16 +1460,16 @@ void run_strip_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   bool across_seen = false;
   for (const LinePass& p : passes) {
     if (p.axis == march) {
-      c.across = plane_pass<E>(p, 0);
+      c.across = plane_pass<E, R>(p, 0);
       across_seen = true;
     } else {
       c.has_along = true;
       c.along_first = !across_seen;
-      c.along = plane_pass<E>(p, 1);
+      c.along = plane_pass<E, R>(p, 1);
     }
   }
   const int64_t reach = c.has_along ? c.along.taps - 1 : 0;
-  const int64_t fits = kStripBytes / ((c.across.taps + 1) * (int64_t)sizeof(S)) - reach;
+  const int64_t fits = kStripBytes / ((c.across.taps + kBlockRows - 1) * (int64_t)sizeof(S)) - reach;
   c.strip = std::min(c.nx, std::max<int64_t>(kMinStrip, fits / 64 * 64));
   run_strip_chain<S, E, R>(c, threads);
 }
