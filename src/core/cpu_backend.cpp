@@ -1336,7 +1336,7 @@ class StripWorker {
   }
 
   const StripChain<E>& c_;
-  const int64_t reach_, slot_, stride_;  // stride_: between the two rows of segment_ and result_
+  const int64_t reach_, slot_, stride_;  // stride_: between the rows of segment_ and of result_
   int64_t left_ = 0, segment_width_ = 0, slot_width_ = 0, first_ = 0, end_ = 0;
   bool edge_cval_ = false;
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
