@@ -166,10 +166,10 @@ GF_INLINE void store_lanes(D* p, const V& v) {
   }
 }
 
-// Outputs [j, j + count) of Y neighbouring rows at once: output y's tap k is
-// ext[k + y] (a row of results reads taps + Y - 1 rows). Each in scipy's
-// summation order (see LinePass::symmetry): taps read as E, summed in E,
-// results stored as D in res[y] (rounded as R stores them). Two rows share
+// The sums of Y neighbouring rows of outputs [j, j + N vectors V) into acc:
+// output y's tap k is ext[k + y] (a row of results reads taps + Y - 1 rows),
+// weights w, each sum in scipy's order (see LinePass::symmetry; Sign: +1
+// symmetric, -1 antisymmetric, 0 neither), taps read as E. Two rows share
 // their loads: row 1's tap k is row 0's tap k + 1, and the pairs walk
 // inwards, so each step loads one row per side for both.
 // A sum starts from +0: where float sums fuse multiply-adds, the first
@@ -177,65 +177,43 @@ GF_INLINE void store_lanes(D* p, const V& v) {
 // one with the sum before it, whatever the code around; from the bare first
 // product, the compiler could fuse either of the first two products, and
 // kernels that must agree to the bit would not.
-template <int Bytes, class R = void, int Y = 1, class E, class Taps, class D>
-void correlate_in_order(Taps ext, int64_t count, const RowPass<E>& p, D* const* res) {
+template <int Y, int N, int Sign, class V, class E, class Taps>
+GF_INLINE void tile_sums(Taps ext, int64_t j, const E* w, int64_t taps, V (*acc)[N]) {
   static_assert(Y == 1 || Y == 2, "one or two rows");
-  constexpr int Tile = Y == 1 ? kTile : 2;  // vectors per row: accumulators and kept rows fill the registers
-  const E* w = p.weights;
-  const int64_t taps = p.taps, c = taps / 2;
-  auto store = [&](int64_t j, auto& acc, auto step) {
+  constexpr int step = sizeof(V) / sizeof(E);
+  auto at = [&](int64_t k, int t) { return load_lanes<V, E>(ext[k] + j + t * step); };
+  if constexpr (Sign != 0) {
+    auto pair = [](const V& a, const V& b) { return Sign > 0 ? a + b : a - b; };
+    const int64_t c = taps / 2;
+    V near[N], far[N];  // Y == 2: row 0's tap k, row 1's tap 2c - k + 1
     for (int y = 0; y < Y; ++y)
-      for (size_t t = 0; t < sizeof acc[y] / sizeof acc[y][0]; ++t)
-        store_lanes<E, R>(res[y] + j + t * decltype(step)::value, acc[y][t]);
-  };
-  auto symmetric = [&](auto sign) {  // sign: +1 symmetric, -1 antisymmetric, fixed at compile time
-    const E wc = w[c];
-    auto pair = [](const auto& a, const auto& b) { return decltype(sign)::value > 0 ? a + b : a - b; };
-    for_tiles<E, Bytes, Tile>(count, [&](int64_t j, auto tiles, auto v) {
-      using V = decltype(v);
-      constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
-      V acc[Y][N], near[N], far[N];  // Y == 2: row 0's tap k, row 1's tap 2c - k + 1
-      for (int y = 0; y < Y; ++y)
-        for (int t = 0; t < N; ++t) acc[y][t] = V{} + load_lanes<V, E>(ext[c + y] + j + t * step) * wc;
-      if constexpr (Y == 2)
-        for (int t = 0; t < N; ++t) {
-          near[t] = load_lanes<V, E>(ext[0] + j + t * step);
-          far[t] = load_lanes<V, E>(ext[2 * c + 1] + j + t * step);
-        }
-      for (int64_t k = 0; k < c; ++k) {
-        const E wk = w[k];
-        const auto *lo = ext[k + Y - 1] + j, *hi = ext[2 * c - k] + j;
-        for (int t = 0; t < N; ++t) {
-          const V a = load_lanes<V, E>(lo + t * step), b = load_lanes<V, E>(hi + t * step);
-          if constexpr (Y == 1) {
-            acc[0][t] += pair(a, b) * wk;
-          } else {  // a: tap k + 1 of row 0 (tap k of row 1), b: tap 2c - k of row 0
-            acc[0][t] += pair(near[t], b) * wk;
-            acc[1][t] += pair(a, far[t]) * wk;
-            near[t] = a;
-            far[t] = b;
-          }
+      for (int t = 0; t < N; ++t) acc[y][t] = V{} + at(c + y, t) * w[c];
+    if constexpr (Y == 2)
+      for (int t = 0; t < N; ++t) near[t] = at(0, t), far[t] = at(2 * c + 1, t);
+    for (int64_t k = 0; k < c; ++k) {
+      const E wk = w[k];
+      for (int t = 0; t < N; ++t) {
+        const V a = at(k + Y - 1, t), b = at(2 * c - k, t);
+        if constexpr (Y == 1) {
+          acc[0][t] += pair(a, b) * wk;
+        } else {  // a: tap k + 1 of row 0 (tap k of row 1), b: tap 2c - k of row 0
+          acc[0][t] += pair(near[t], b) * wk;
+          acc[1][t] += pair(a, far[t]) * wk;
+          near[t] = a;
+          far[t] = b;
         }
       }
-      store(j, acc, std::integral_constant<int, step>{});
-    });
-  };
-  if (p.symmetry > 0) return symmetric(std::integral_constant<int, 1>{});
-  if (p.symmetry < 0) return symmetric(std::integral_constant<int, -1>{});
-  const E wl = w[taps - 1];
-  for_tiles<E, Bytes, Tile>(count, [&](int64_t j, auto tiles, auto v) {
-    using V = decltype(v);
-    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
-    V acc[Y][N], next[N];  // Y == 2: tap k + 1 of row 0 (tap k of row 1)
+    }
+  } else {
+    V next[N];  // Y == 2: tap k + 1 of row 0 (tap k of row 1)
     for (int y = 0; y < Y; ++y)
-      for (int t = 0; t < N; ++t) acc[y][t] = V{} + load_lanes<V, E>(ext[taps - 1 + y] + j + t * step) * wl;
+      for (int t = 0; t < N; ++t) acc[y][t] = V{} + at(taps - 1 + y, t) * w[taps - 1];
     if constexpr (Y == 2)
-      for (int t = 0; t < N; ++t) next[t] = load_lanes<V, E>(ext[0] + j + t * step);
+      for (int t = 0; t < N; ++t) next[t] = at(0, t);
     for (int64_t k = 0; k + 1 < taps; ++k) {
       const E wk = w[k];
-      const auto* src = ext[k + Y - 1] + j;
       for (int t = 0; t < N; ++t) {
-        const V x = load_lanes<V, E>(src + t * step);
+        const V x = at(k + Y - 1, t);
         if constexpr (Y == 1) {
           acc[0][t] += x * wk;
         } else {
@@ -245,7 +223,33 @@ void correlate_in_order(Taps ext, int64_t count, const RowPass<E>& p, D* const* 
         }
       }
     }
-    store(j, acc, std::integral_constant<int, step>{});
+  }
+}
+
+// The sign of tile_sums for weights of LinePass::symmetry s, fixed at compile time.
+template <class F>
+GF_INLINE void with_sign(int s, F&& f) {
+  if (s > 0) f(std::integral_constant<int, 1>{});
+  else if (s < 0) f(std::integral_constant<int, -1>{});
+  else f(std::integral_constant<int, 0>{});
+}
+
+// Outputs [j, j + count) of Y neighbouring rows (tile_sums), stored as D in
+// res[y], rounded as R stores them.
+template <int Bytes, class R = void, int Y = 1, class E, class Taps, class D>
+void correlate_in_order(Taps ext, int64_t count, const RowPass<E>& p, D* const* res) {
+  constexpr int Tile = Y == 1 ? kTile : 2;  // vectors per row: accumulators and kept rows fill the registers
+  const E* w = p.weights;  // locals: the stores below could alias p's fields
+  const int64_t taps = p.taps;
+  with_sign(p.symmetry, [&](auto sign) {
+    for_tiles<E, Bytes, Tile>(count, [&](int64_t j, auto tiles, auto v) {
+      using V = decltype(v);
+      constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
+      V acc[Y][N];
+      tile_sums<Y, N, decltype(sign)::value>(ext, j, w, taps, acc);
+      for (int y = 0; y < Y; ++y)
+        for (int t = 0; t < N; ++t) store_lanes<E, R>(res[y] + j + t * step, acc[y][t]);
+    });
   });
 }
 
@@ -356,67 +360,18 @@ void correlate_int8_in_float(Taps ext, int64_t count, const RowPass<double>& p, 
   constexpr int L = Bytes / 4, Tile = Y == 1 ? kTile : 2;  // floats per vector; vectors per row
   using FV = typename Simd<float, Bytes>::V;
   using IV = typename Simd<int32_t, Bytes>::V;
-  const int64_t taps = p.taps, c = taps / 2;
-  const float* w = f.w;
-  // The sums, in any order (the margin bounds them all): as correlate_in_order's.
-  auto sums = [&](int64_t j, auto tiles, auto sign, FV (*acc)[decltype(tiles)::value]) {
-    constexpr int N = decltype(tiles)::value;
-    auto pair = [](const FV& a, const FV& b) { return decltype(sign)::value > 0 ? a + b : a - b; };
-    if (decltype(sign)::value != 0) {
-      FV near[N], far[N];
-      for (int y = 0; y < Y; ++y)
-        for (int t = 0; t < N; ++t) acc[y][t] = load_as<FV>(ext[c + y] + j + t * L) * w[c];
-      if constexpr (Y == 2)
-        for (int t = 0; t < N; ++t) {
-          near[t] = load_as<FV>(ext[0] + j + t * L);
-          far[t] = load_as<FV>(ext[2 * c + 1] + j + t * L);
-        }
-      for (int64_t k = 0; k < c; ++k) {
-        const float wk = w[k];
-        const float *lo = ext[k + Y - 1] + j, *hi = ext[2 * c - k] + j;
-        for (int t = 0; t < N; ++t) {
-          const FV a = load_as<FV>(lo + t * L), b = load_as<FV>(hi + t * L);
-          if constexpr (Y == 1) {
-            acc[0][t] += pair(a, b) * wk;
-          } else {
-            acc[0][t] += pair(near[t], b) * wk;
-            acc[1][t] += pair(a, far[t]) * wk;
-            near[t] = a;
-            far[t] = b;
-          }
-        }
-      }
-    } else {
-      FV next[N];
-      for (int y = 0; y < Y; ++y)
-        for (int t = 0; t < N; ++t) acc[y][t] = load_as<FV>(ext[taps - 1 + y] + j + t * L) * w[taps - 1];
-      if constexpr (Y == 2)
-        for (int t = 0; t < N; ++t) next[t] = load_as<FV>(ext[0] + j + t * L);
-      for (int64_t k = 0; k + 1 < taps; ++k) {
-        const float wk = w[k];
-        const float* src = ext[k + Y - 1] + j;
-        for (int t = 0; t < N; ++t) {
-          const FV x = load_as<FV>(src + t * L);
-          if constexpr (Y == 1) {
-            acc[0][t] += x * wk;
-          } else {
-            acc[0][t] += next[t] * wk;
-            acc[1][t] += x * wk;
-            next[t] = x;
-          }
-        }
-      }
-    }
-  };
+  const float* w = f.w;  // locals: the stores below could alias f's and p's fields
+  const float margin = f.margin;
+  const int64_t taps = p.taps;
   auto tile = [&](int64_t j, auto tiles, auto sign) {
     constexpr int N = decltype(tiles)::value;
-    FV acc[Y][N];
-    sums(j, tiles, sign, acc);
+    FV acc[Y][N];  // in any order: the margin bounds them all
+    tile_sums<Y, N, decltype(sign)::value>(ext, j, w, taps, acc);
     IV low[Y][N], high[Y][N], across = {};
     for (int y = 0; y < Y; ++y)
       for (int t = 0; t < N; ++t) {  // truncated, as scipy's casts
-        low[y][t] = __builtin_convertvector(acc[y][t] - f.margin, IV);
-        high[y][t] = __builtin_convertvector(acc[y][t] + f.margin, IV);
+        low[y][t] = __builtin_convertvector(acc[y][t] - margin, IV);
+        high[y][t] = __builtin_convertvector(acc[y][t] + margin, IV);
         across |= low[y][t] ^ high[y][t];
       }
     const bool exact = all_zero(&across, sizeof across);
@@ -438,9 +393,7 @@ void correlate_int8_in_float(Taps ext, int64_t count, const RowPass<double>& p, 
     if (j < count)
       for (int y = 0; y < Y; ++y) exact_rows_of<Bytes, R>(ShiftedTaps<Taps>{ext, y, j}, count - j, p, res[y] + j);
   };
-  if (p.symmetry > 0) run(std::integral_constant<int, 1>{});
-  else if (p.symmetry < 0) run(std::integral_constant<int, -1>{});
-  else run(std::integral_constant<int, 0>{});
+  with_sign(p.symmetry, run);
 #endif
 }
 
@@ -617,9 +570,16 @@ FilterRows<E> row_kernel() {
 // filter_rows that carry nothing from one row to the next (not scipy's
 // running sum in double, which callers leave to filter_rows). Taps of Src,
 // sums in E, results stored as D (rounded as R stores them, store_lanes);
-// with mixed types, correlations only.
+// with mixed types, correlations only. With res1, a second row of results
+// too, from rows[1 .. taps]: correlations share their loads
+// (correlate_in_order), the other kinds run row by row.
 template <class Src, class E, class D, int Bytes, class R = void>
-void filter_span(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res) {
+void filter_span(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res, D* res1) {
+  if (res1 && pass.kind == LineKind::Correlate) {
+    D* const both[2] = {res, res1};
+    return correlate_rows<Bytes, R, 2>(TapRows<Src>{rows}, count, pass, both);
+  }
+  if (res1) filter_span<Src, E, D, Bytes, R>(rows + 1, count, pass, res1, nullptr);
   const TapRows<Src> taps{rows};
   if constexpr (std::is_same_v<Src, E> && std::is_same_v<D, E> && std::is_void_v<R>) {
     switch (pass.kind) {
@@ -636,7 +596,7 @@ void filter_span(const Src* const* rows, int64_t count, const RowPass<E>& pass, 
 }
 
 template <class Src, class E, class D>
-using FilterSpan = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*);
+using FilterSpan = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*, D*);
 
 // Sums in float that may fuse multiply-adds: float data, and 8-bit integers
 // held in floats (correlate_int8_in_float, whose sums in double run in
@@ -648,13 +608,13 @@ constexpr bool kFusesMultiplyAdds = std::is_same_v<E, float> || (kInt8<R> && std
 // As filter_rows_avx2: FMA for float sums only.
 template <class Src, class E, class D, class R>
 __attribute__((target("avx2,fma"), flatten)) void filter_span_avx2_fma(const Src* const* rows, int64_t count,
-                                                                      const RowPass<E>& pass, D* res) {
-  filter_span<Src, E, D, 32, R>(rows, count, pass, res);
+                                                                      const RowPass<E>& pass, D* res, D* res1) {
+  filter_span<Src, E, D, 32, R>(rows, count, pass, res, res1);
 }
 template <class Src, class E, class D, class R>
 __attribute__((target("avx2"), flatten)) void filter_span_avx2(const Src* const* rows, int64_t count,
-                                                              const RowPass<E>& pass, D* res) {
-  filter_span<Src, E, D, 32, R>(rows, count, pass, res);
+                                                              const RowPass<E>& pass, D* res, D* res1) {
+  filter_span<Src, E, D, 32, R>(rows, count, pass, res, res1);
 }
 #endif
 
@@ -671,50 +631,6 @@ FilterSpan<Src, E, D> span_kernel() {
   }
 #endif
   return &filter_span<Src, E, D, 16, R>;
-}
-
-// filter_span for two neighbouring rows at once: res0 from rows[0 .. taps),
-// res1 from rows[1 .. taps]; correlations share their loads
-// (correlate_in_order), the other kinds run row by row.
-template <class Src, class E, class D, int Bytes, class R = void>
-void filter_pair(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res0, D* res1) {
-  if (pass.kind == LineKind::Correlate) {
-    D* const res[2] = {res0, res1};
-    return correlate_rows<Bytes, R, 2>(TapRows<Src>{rows}, count, pass, res);
-  }
-  filter_span<Src, E, D, Bytes, R>(rows, count, pass, res0);
-  filter_span<Src, E, D, Bytes, R>(rows + 1, count, pass, res1);
-}
-
-template <class Src, class E, class D>
-using FilterPair = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*, D*);
-
-#if defined(__GNUC__) && defined(__x86_64__)
-template <class Src, class E, class D, class R>
-__attribute__((target("avx2,fma"), flatten)) void filter_pair_avx2_fma(const Src* const* rows, int64_t count,
-                                                                      const RowPass<E>& pass, D* res0, D* res1) {
-  filter_pair<Src, E, D, 32, R>(rows, count, pass, res0, res1);
-}
-template <class Src, class E, class D, class R>
-__attribute__((target("avx2"), flatten)) void filter_pair_avx2(const Src* const* rows, int64_t count,
-                                                              const RowPass<E>& pass, D* res0, D* res1) {
-  filter_pair<Src, E, D, 32, R>(rows, count, pass, res0, res1);
-}
-#endif
-
-template <class Src, class E, class D, class R = void>
-FilterPair<Src, E, D> pair_kernel() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  if (avx2) {
-    if constexpr (kFusesMultiplyAdds<Src, E, D, R>) return &filter_pair_avx2_fma<Src, E, D, R>;
-    else return &filter_pair_avx2<Src, E, D, R>;
-  }
-#endif
-  return &filter_pair<Src, E, D, 16, R>;
 }
 
 using MeanPair = void (*)(const float* const*, int64_t, int64_t, float*, float*);
@@ -974,16 +890,16 @@ class PlaneWorker {
     if constexpr (std::is_same_v<S, E>) {
       if (any_cval)
         for (int64_t k = 0; k < rp.taps; ++k) rows_[k] = taps[k] ? taps[k] : cval_row_.data();
-      return direct_(any_cval ? rows_.data() : taps, count, rp, dst);
+      return direct_(any_cval ? rows_.data() : taps, count, rp, dst, nullptr);
     } else {
-      if (!any_cval) return direct_(taps, count, rp, dst);
+      if (!any_cval) return direct_(taps, count, rp, dst, nullptr);
       for (int64_t k = 0; k < rp.taps; ++k) {  // in E, where cval has its full precision
         E* row = ext_.data() + k * count;
         if (taps[k]) std::copy(taps[k], taps[k] + count, row);
         else std::fill(row, row + count, (E)c_.cval);
         e_rows_[k] = row;
       }
-      from_e_(e_rows_.data(), count, rp, dst);
+      from_e_(e_rows_.data(), count, rp, dst, nullptr);
     }
   }
 
@@ -1016,13 +932,13 @@ class PlaneWorker {
         ext_[m] = q < 0 ? (E)c_.cval : (E)src[q];
       }
       for (int64_t k = 0; k < p.taps; ++k) e_rows_[k] = ext_.data() + k;
-      from_e_(e_rows_.data(), count, rp, dst + first);
+      from_e_(e_rows_.data(), count, rp, dst + first, nullptr);
     };
     const int64_t inside = nx - p.taps + 1;  // outputs [left, nx - right)
     if (inside < 8) return extended(0, nx);
     extended(0, left);
     for (int64_t k = 0; k < p.taps; ++k) taps_row_[k] = src + k;
-    direct_(taps_row_.data(), inside, rp, dst + left);
+    direct_(taps_row_.data(), inside, rp, dst + left, nullptr);
     extended(nx - right, right);
   }
 
@@ -1339,8 +1255,8 @@ class StripWorker {
       return;
     }
     int64_t i = 0;
-    for (; i + 2 <= n; i += 2) pair_(rows_.data() + i, slot_width_, rp, out + i * stride_, out + (i + 1) * stride_);
-    if (i < n) direct_(rows_.data() + i, slot_width_, rp, out + i * stride_);
+    for (; i + 2 <= n; i += 2) direct_(rows_.data() + i, slot_width_, rp, out + i * stride_, out + (i + 1) * stride_);
+    if (i < n) direct_(rows_.data() + i, slot_width_, rp, out + i * stride_, nullptr);
   }
 
   int64_t slot_of(int64_t j) const {
@@ -1368,7 +1284,7 @@ class StripWorker {
       if (cval_slot_[s]) e_rows_[k] = cval_row();
       else std::copy(slot, slot + slot_width_, row), e_rows_[k] = row;
     }
-    from_e_(e_rows_.data(), slot_width_, rp, dst);
+    from_e_(e_rows_.data(), slot_width_, rp, dst, nullptr);
   }
 
   // The slot of extended row j: its input row's segment (after the pass along
@@ -1411,21 +1327,20 @@ class StripWorker {
     const RowPass<E> rp = p.row_pass();
     if (!edge_cval_) {
       for (int64_t k = 0; k < p.taps; ++k) rows_[k] = src + k;
-      return direct_(rows_.data(), count, rp, dst);
+      return direct_(rows_.data(), count, rp, dst, nullptr);
     }
     E* e = e_buffer();  // in E, where cval has its full precision
     for (int64_t m = 0; m < count + p.taps - 1; ++m) e[m] = columns_[m] < 0 ? (E)c_.cval : (E)src[m];
     for (int64_t k = 0; k < p.taps; ++k) e_rows_[k] = e + k;
-    from_e_(e_rows_.data(), count, rp, dst);
+    from_e_(e_rows_.data(), count, rp, dst, nullptr);
   }
 
   const StripChain<E>& c_;
-  const int64_t reach_, slot_, stride_;  // stride_: between the two rows of segment_ and result_
+  const int64_t reach_, slot_, stride_;  // stride_: between the rows of segment_ and of result_
   int64_t left_ = 0, segment_width_ = 0, slot_width_ = 0, first_ = 0, end_ = 0;
   bool edge_cval_ = false;
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
-  const FilterPair<S, E, S> pair_ = pair_kernel<S, E, S, R>();
   const std::pair<LoadRun<S>, StoreRun<S>> runs_ = run_kernels<St, S>();
   std::unique_ptr<S[]> ring_, segment_, result_;  // uninitialised
   std::vector<E> e_segment_, cval_row_;            // made when a pass reads cval
@@ -1437,7 +1352,10 @@ class StripWorker {
 
 template <class S, class E, class R = void>
 void run_strip_chain(const StripChain<E>& c, int threads) {
-  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, 4 * threads) : 1;
+  // Contiguous runs of rows, taken dynamically (a thread that the OS
+  // preempts does not hold up the others): up to sixteen per thread, each at
+  // least eight times the rows its ring first reads again.
+  const int64_t runs = threads > 1 ? std::clamp<int64_t>(c.nz / (8 * c.across.taps), 1, 16 * threads) : 1;
 #pragma omp parallel num_threads(threads) if (runs > 1)
   {
     StripWorker<S, E, R> worker(c);
