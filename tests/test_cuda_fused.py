@@ -97,6 +97,48 @@ def test_three_passes_of_3_or_9_taps(shape, dtype, taps, rng):
         check(name, x, size=taps, mode=modes, cval=cval)
 
 
+PLANE_SHAPES = [(150, 300), (64, 112), (65, 125), (1, 500), (300, 1), (2, 3), (33, 129)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", PLANE_SHAPES)
+def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
+    """2-D chains whose passes share 3, 9 or 17 taps take the tile kernel
+    (plane_kernel: tiles of 64 or 32 rows by 112 to 124 columns): partial
+    tiles, halos longer than the array, every mode per axis, one pass alone,
+    sums in float (smoothing float32/float16) and in double (derivatives,
+    integers, float64)."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    modes, cval = per_axis_modes(rng, 2), float(rng.normal())
+    for sigma in (0.25, 1.0, 2.0):  # radius 1, 4 and 8
+        check("gaussian_filter", x, sigma, mode=modes, cval=cval)
+        axis = int(rng.integers(0, 2))
+        check("gaussian_filter1d", x, sigma, axis=axis, mode=modes[axis], cval=cval)
+    for size in (3, 9):
+        check("uniform_filter", x, size, mode=modes, cval=cval, exact=False)
+    for name in MIN_MAX:
+        check(name, x, size=3, mode=modes, cval=cval)
+    if dtype in ("int32", "int64"):  # keep 8 * |x| in range: scipy's overflow is its C cast's
+        x //= 16
+    check("sobel", x, axis=int(rng.integers(0, 2)), mode=modes, cval=cval)
+
+
+@pytest.mark.parametrize("view", ["reversed", "sliced", "unaligned_output"])
+def test_2d_tile_layouts(view, rng):
+    """Outputs whose rows do not take aligned runs of four are stored element
+    by element; reversed and strided inputs are read in place."""
+    base = random_array(rng, (150, 301), "float32")
+    x = cupy.asarray(base)
+    if view == "reversed":
+        x = x[::-1, ::-1]
+    elif view == "sliced":
+        x = x[1::2, ::3]
+    host = cupy.asnumpy(x)
+    out = cupy.empty((x.shape[0], x.shape[1] + 1), np.float32)[:, 1:]
+    got = gnd.gaussian_filter(x, 2.0, output=out if view == "unaligned_output" else None)
+    assert_matches(cupy.asnumpy(got), scipy_reference("gaussian_filter", host, 2.0))
+
+
 def test_minimum_maximum_filter_nan(rng):
     """Where NaN wins is decided by the comparison rule: the fused kernel keeps
     the line kernels' (and the CPU's) to the bit."""

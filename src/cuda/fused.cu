@@ -70,6 +70,7 @@ struct FusedArgs {
   double cval;
   int tile_y, tile_x, halo_y, halo_x;  // halo_*: tile plus taps - 1
   int planes_per_block;
+  bool run_stores;  // plane_kernel: kQuad outputs of a row go out in one aligned store
 };
 static_assert(sizeof(FusedArgs) <= 4096, "fused arguments must stay a small parameter block");
 
@@ -101,47 +102,76 @@ struct Arith<float> {  // plain operators: ptxas contracts them into FMAs
   static __device__ __forceinline__ float weight(const FusedPass& p, int k) { return p.weights_f[k]; }
 };
 
-// One pass at one output, tap k read through x(k), in scipy's tap order
-// (LinePass::symmetry). TAPS > 0 is the pass's tap count known at compile
-// time: the loops unroll, taps and weights become fixed operands.
-template <class Acc, int TAPS, class Tap>
-__device__ __forceinline__ Acc apply_pass(const FusedPass& p, const Tap& x) {
+// A pass's kind (and a correlation's symmetry) as a type: kernels that
+// compute many outputs of a pass per thread resolve it once a pass (with_kind)
+// rather than once an output. That saves the switch's instructions per output
+// and keeps each kind's unrolled code in one straight run: a per-output switch
+// interleaves every kind's code and thrashes the instruction cache
+// (plane_kernel spent half its cycles waiting for instructions that way).
+template <LineKind K, int SYMMETRY = 0>
+struct KindOf {
+  static constexpr LineKind kind = K;
+  static constexpr int symmetry = SYMMETRY;
+};
+
+template <class F>
+__device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
+  switch (p.kind) {
+    case LineKind::Correlate:
+      if (p.symmetry > 0) return f(KindOf<LineKind::Correlate, 1>{});
+      if (p.symmetry < 0) return f(KindOf<LineKind::Correlate, -1>{});
+      return f(KindOf<LineKind::Correlate, 0>{});
+    case LineKind::Uniform: return f(KindOf<LineKind::Uniform>{});
+    case LineKind::Minimum: return f(KindOf<LineKind::Minimum>{});
+    default: return f(KindOf<LineKind::Maximum>{});
+  }
+}
+
+// One pass of kind K at one output, tap k read through x(k), in scipy's tap
+// order (LinePass::symmetry). TAPS > 0 is the pass's tap count known at
+// compile time: the loops unroll, taps and weights become fixed operands.
+template <class Acc, int TAPS, class K, class Tap>
+__device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
   using M = Arith<Acc>;
   const int taps = TAPS > 0 ? TAPS : p.taps;
-  switch (p.kind) {
-    case LineKind::Correlate: {
-      if (p.symmetry != 0) {
-        const int c = taps / 2;
-        Acc sum = M::mul(x(c), M::weight(p, c));
+  if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
+    const int c = taps / 2;
+    Acc sum = M::mul(x(c), M::weight(p, c));
 #pragma unroll
-        for (int k = 0; k < c; ++k) {
-          const Acc pair = p.symmetry > 0 ? M::add(x(k), x(2 * c - k)) : M::sub(x(k), x(2 * c - k));
-          sum = M::add(sum, M::mul(pair, M::weight(p, k)));
-        }
-        return sum;
-      }
-      Acc sum = M::mul(x(taps - 1), M::weight(p, taps - 1));
-#pragma unroll
-      for (int k = 0; k + 1 < taps; ++k) sum = M::add(sum, M::mul(x(k), M::weight(p, k)));
-      return sum;
+    for (int k = 0; k < c; ++k) {
+      const Acc pair = K::symmetry > 0 ? M::add(x(k), x(2 * c - k)) : M::sub(x(k), x(2 * c - k));
+      sum = M::add(sum, M::mul(pair, M::weight(p, k)));
     }
-    case LineKind::Uniform: {
-      Acc sum = 0;
+    return sum;
+  } else if constexpr (K::kind == LineKind::Correlate) {
+    Acc sum = M::mul(x(taps - 1), M::weight(p, taps - 1));
 #pragma unroll
-      for (int k = 0; k < taps; ++k) sum += x(k);
-      return sum / (Acc)p.size;
-    }
-    default: {  // scipy's rule: replaced only by a strictly smaller (larger) value
-      const bool minimum = p.kind == LineKind::Minimum;
-      Acc v = x(0);
+    for (int k = 0; k + 1 < taps; ++k) sum = M::add(sum, M::mul(x(k), M::weight(p, k)));
+    return sum;
+  } else if constexpr (K::kind == LineKind::Uniform) {
+    Acc sum = 0;
 #pragma unroll
-      for (int k = 1; k < taps; ++k) {
-        const Acc xk = x(k);
-        if (minimum ? xk < v : xk > v) v = xk;
-      }
-      return v;
+    for (int k = 0; k < taps; ++k) sum += x(k);
+    return sum / (Acc)p.size;
+  } else {  // scipy's rule: replaced only by a strictly smaller (larger) value
+    Acc v = x(0);
+#pragma unroll
+    for (int k = 1; k < taps; ++k) {
+      const Acc xk = x(k);
+      if (K::kind == LineKind::Minimum ? xk < v : xk > v) v = xk;
     }
+    return v;
   }
+}
+
+// apply_kind with the kind switched on at run time, for fused_kernel, which
+// computes a few outputs of a pass per thread (resolving the kind once a pass
+// there made ptxas spill).
+template <class Acc, int TAPS, class Tap>
+__device__ __forceinline__ Acc apply_pass(const FusedPass& p, const Tap& x) {
+  Acc result;
+  with_kind(p, [&](auto kind) { result = apply_kind<Acc, TAPS, decltype(kind)>(p, x); });
+  return result;
 }
 
 // The type a dtype's passes are summed in (see Arith): float only for
@@ -335,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 3) fused_kernel(const __grid_constan
 //           values of A;
 //   pass 2: one output from TAPS values of a B row (neighbouring threads
 //           store neighbouring outputs: coalesced).
-// Results are those of fused_kernel to the bit: the same apply_pass, the same
+// Results are those of fused_kernel to the bit: the same apply_kind, the same
 // rounding between passes, the same halo rules (map_blocked_thread mirrors
 // map_thread). Measured on the H100 (512^3 float32): gaussian sigma 1 2.08 ->
 // 1.70 ms, uniform 9 2.28 -> 1.81 ms; 3-tap chains (uniform 3, sobel,
@@ -450,46 +480,51 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     }
 
     // pass 0: Z planes of the thread's own columns
+    with_kind(p0, [&](auto kind) {
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      if (!owns(j)) continue;
-      const int c = threadIdx.x + j * kThreads;
-      Acc v[R];
+      for (int j = 0; j < J; ++j) {
+        if (!owns(j)) continue;
+        const int c = threadIdx.x + j * kThreads;
+        Acc v[R];
 #pragma unroll
-      for (int d = 0; d < R; ++d) v[d] = ring[slot[d] + c];
+        for (int d = 0; d < R; ++d) v[d] = ring[slot[d] + c];
 #pragma unroll
-      for (int dz = 0; dz < Z; ++dz) {
-        const Acc r = round_to<T, Acc>(apply_pass<Acc, TAPS>(p0, [&](int k) { return v[dz + k]; }));
-        A[dz * C + c] = (m.cval_rows >> j & 1u) ? cval : r;
+        for (int dz = 0; dz < Z; ++dz) {
+          const Acc r =
+              round_to<T, Acc>(apply_kind<Acc, TAPS, decltype(kind)>(p0, [&](int k) { return v[dz + k]; }));
+          A[dz * C + c] = (m.cval_rows >> j & 1u) ? cval : r;
+        }
       }
-    }
+    });
     __syncthreads();
 
     // pass 1: item (plane dz, row segment, column hx) -> kRows1 rows of B
+    with_kind(p1, [&](auto kind) {
 #pragma unroll
-    for (int i = 0; i < G::kRounds1; ++i) {
-      const int e = threadIdx.x + i * kThreads;
-      if (G::kItems1 % kThreads != 0 && e >= G::kItems1) break;
-      const int hx = e % HX, segment = e / HX;  // segment: dz * (TY / kRows1) + row block
-      const int row0 = segment % (TY / G::kRows1) * G::kRows1, dz = segment / (TY / G::kRows1);
-      const Acc* column = A + dz * C + row0 * HX + hx;
-      Acc* b = B + (dz * TY + row0) * HX + hx;
-      if (m.cval_b >> i & 1u) {
+      for (int i = 0; i < G::kRounds1; ++i) {
+        const int e = threadIdx.x + i * kThreads;
+        if (G::kItems1 % kThreads != 0 && e >= G::kItems1) break;
+        const int hx = e % HX, segment = e / HX;  // segment: dz * (TY / kRows1) + row block
+        const int row0 = segment % (TY / G::kRows1) * G::kRows1, dz = segment / (TY / G::kRows1);
+        const Acc* column = A + dz * C + row0 * HX + hx;
+        Acc* b = B + (dz * TY + row0) * HX + hx;
+        if (m.cval_b >> i & 1u) {
 #pragma unroll
-        for (int r = 0; r < G::kRows1; ++r) b[r * HX] = cval;
-        continue;
+          for (int r = 0; r < G::kRows1; ++r) b[r * HX] = cval;
+          continue;
+        }
+        Acc v[G::kRows1 + TAPS - 1];
+#pragma unroll
+        for (int k = 0; k < G::kRows1 + TAPS - 1; ++k) v[k] = column[k * HX];
+#pragma unroll
+        for (int r = 0; r < G::kRows1; ++r)
+          b[r * HX] = round_to<T, Acc>(apply_kind<Acc, TAPS, decltype(kind)>(p1, [&](int k) { return v[r + k]; }));
       }
-      Acc v[G::kRows1 + TAPS - 1];
-#pragma unroll
-      for (int k = 0; k < G::kRows1 + TAPS - 1; ++k) v[k] = column[k * HX];
-#pragma unroll
-      for (int r = 0; r < G::kRows1; ++r)
-        b[r * HX] = round_to<T, Acc>(apply_pass<Acc, TAPS>(p1, [&](int k) { return v[r + k]; }));
-    }
+    });
     __syncthreads();
 
     // pass 2: thread column threadIdx.x % TX of rows threadIdx.x / TX + i * (kThreads / TX)
-    if (m.x_inside) {
+    if (m.x_inside) with_kind(p2, [&](auto kind) {
 #pragma unroll
       for (int i = 0; i < G::kRounds2; ++i) {
         const int zy = threadIdx.x / G::TX + i * (kThreads / G::TX);  // dz * TY + ty
@@ -497,11 +532,125 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
         const int64_t z = first + (int64_t)s * Z + dz, y = y0 + ty;
         if (s * Z + dz >= planes || y >= a.n[1]) continue;
         const Acc* row = B + zy * HX + threadIdx.x % G::TX;
-        const Acc v = apply_pass<Acc, TAPS>(p2, [&](int k) { return row[k]; });
+        const Acc v = apply_kind<Acc, TAPS, decltype(kind)>(p2, [&](int k) { return row[k]; });
         store_elem<T>(a.out + z * a.out_step[0] + y * a.out_step[1] + m.x_offset, v, true);
+      }
+    });
+  }
+}
+
+// ---- 2-D arrays: a tile a block ---------------------------------------------------
+//
+// A 2-D array has no third axis to march along: fused_kernel's march down the
+// rows keeps one row of loads in flight a thread, too few to hide the memory
+// latency (8192^2 float32 gaussian sigma 2: 1.36 ms on the H100, cuCIM 1.25).
+// Here a block owns a tile of TY x TX outputs of a chain whose passes all have
+// TAPS taps (or none) and
+//   1. pass 0 (along axis 0): each thread loads a run of kRows + TAPS - 1
+//      values down one haloed column, all in flight at once, and computes
+//      kRows results from registers into A[TY][HXP] (shared, rounded to T);
+//   2. pass 1 (along axis 1): each thread computes kQuad neighbouring outputs
+//      of a row from kQuad + TAPS - 1 values of A, read as 16-byte vectors,
+//      and stores them (as one vector where the output's rows allow it).
+// The same passes (apply_kind), rounding and halo rules as fused_kernel: the
+// same results to the bit.
+template <int TAPS, class Acc>
+struct PlaneGeometry {
+  static constexpr int kRows = sizeof(Acc) == 4 ? 32 : 16;  // pass-0 results an item computes
+  static constexpr int TY = 2 * kRows;
+  static constexpr int TX = (128 - (TAPS - 1)) / 4 * 4;  // a haloed row of at most 128 columns
+  static constexpr int HX = TX + TAPS - 1;
+  static constexpr int kQuad = 4;                          // pass-1 outputs a thread computes
+  static constexpr int kVec = 16 / (int)sizeof(Acc);       // values of A a vector load reads
+  static constexpr int kRowValues = (kQuad + TAPS - 1 + kVec - 1) / kVec * kVec;
+  static constexpr int HXP = TX - kQuad + kRowValues;      // A's row length: the last quad's reads fit
+  static constexpr int kItems0 = HX * (TY / kRows);
+  static constexpr int kQuads = TY * TX / kQuad;
+  static constexpr size_t kSharedBytes = (size_t)TY * HXP * sizeof(Acc);
+  static_assert(kItems0 <= kThreads && HXP % kVec == 0 && TX % kQuad == 0, "one pass-0 item a thread");
+  static_assert(kSharedBytes <= (size_t)kDefaultShared, "no opt-in");
+};
+
+// kQuad elements stored with one access: `p` is aligned to its size.
+template <class S, int N>
+struct alignas(N * sizeof(S)) Run {
+  S v[N];
+};
+
+template <DType T, int TAPS, class Acc>
+__global__ void __launch_bounds__(kThreads, 3) plane_kernel(const __grid_constant__ FusedArgs a) {
+  using S = typename storage<T>::type;
+  using G = PlaneGeometry<TAPS, Acc>;
+  constexpr int TX = G::TX, HX = G::HX, HXP = G::HXP, R = G::kRows, Q = G::kQuad;
+  const FusedPass &p0 = a.pass[0], &p1 = a.pass[2];  // a 2-D array's axes are stages 0 and 2
+  const Acc cval = (Acc)a.cval;
+  __shared__ __align__(16) Acc A[G::TY * HXP];
+  const int64_t y0 = (int64_t)blockIdx.y * G::TY, x0 = (int64_t)blockIdx.x * TX;
+
+  // 1. pass 0: item (column c of the haloed tile, rows r0 .. r0 + R - 1)
+  if (threadIdx.x < G::kItems0) {
+    const int c = threadIdx.x % HX, r0 = threadIdx.x / HX * R;
+    const int64_t x = x0 - p1.left + c;
+    Acc* column = A + r0 * HXP + c;
+    if (p1.mode == Mode::Constant && (x < 0 || x >= a.n[2])) {  // pass 1 extends its input with cval
+#pragma unroll
+      for (int r = 0; r < R; ++r) column[r * HXP] = cval;
+    } else {
+      const char* in = a.in + border_index(x, a.n[2], p1.mode) * a.in_step[2];
+      const int64_t top = y0 + r0 - p0.left;  // the input row of v[0]
+      const bool inside = top >= 0 && top + R + TAPS - 1 <= a.n[0];
+      const int loads = p0.taps ? R + TAPS - 1 : R;
+      Acc v[R + TAPS - 1];
+#pragma unroll
+      for (int k = 0; k < R + TAPS - 1; ++k) {
+        if (k >= loads) break;
+        const int64_t y = inside ? top + k : border_index(top + k, a.n[0], p0.mode);
+        v[k] = y < 0 ? cval : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(in + y * a.in_step[0])));
+      }
+      if (p0.taps) {
+        with_kind(p0, [&](auto kind) {
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            column[r * HXP] =
+                round_to<T, Acc>(apply_kind<Acc, TAPS, decltype(kind)>(p0, [&](int k) { return v[r + k]; }));
+        });
+      } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) column[r * HXP] = v[r];
       }
     }
   }
+  __syncthreads();
+
+  // 2. pass 1: Q outputs of a row, stored
+  with_kind(p1, [&](auto kind) {
+    for (int g = threadIdx.x; g < G::kQuads; g += kThreads) {
+      const int ty = g / (TX / Q), tx = g % (TX / Q) * Q;
+      const int64_t y = y0 + ty, x = x0 + tx;
+      if (y >= a.n[0] || x >= a.n[2]) continue;
+      using Vec = Run<Acc, G::kVec>;
+      Acc v[G::kRowValues];
+      const Vec* row = reinterpret_cast<const Vec*>(A + ty * HXP + tx);
+#pragma unroll
+      for (int k = 0; k < G::kRowValues / G::kVec; ++k) {
+        const Vec w = row[k];
+#pragma unroll
+        for (int i = 0; i < G::kVec; ++i) v[k * G::kVec + i] = w.v[i];
+      }
+      Run<S, Q> out;
+#pragma unroll
+      for (int i = 0; i < Q; ++i) {
+        const Acc r = p1.taps ? apply_kind<Acc, TAPS, decltype(kind)>(p1, [&](int k) { return v[i + k]; }) : v[i];
+        store_from_double<T>(reinterpret_cast<char*>(&out.v[i]), (double)r);
+      }
+      char* p = a.out + y * a.out_step[0] + x * a.out_step[2];
+      if (a.run_stores && x + Q <= a.n[2]) {
+        *reinterpret_cast<Run<S, Q>*>(p) = out;
+      } else {
+        for (int i = 0; i < Q && x + i < a.n[2]; ++i) *reinterpret_cast<S*>(p + i * a.out_step[2]) = out.v[i];
+      }
+    }
+  });
 }
 
 // ---- laplace ---------------------------------------------------------------------
@@ -773,6 +922,46 @@ struct BlockedLauncher {
   }
 };
 
+// Runs a 2-D chain whose passes share 3, 9 or 17 taps with plane_kernel
+// (see there); false otherwise.
+template <DType T>
+struct PlaneLauncher {
+  template <int TAPS, class Acc>
+  static bool launch_tiles(FusedPlan plan, const ArrayDesc& out, cudaStream_t stream) {
+    using G = PlaneGeometry<TAPS, Acc>;
+    using S = typename storage<T>::type;
+    FusedArgs& a = plan.args;
+    const int64_t gy = (a.n[0] + G::TY - 1) / G::TY, run = G::kQuad * (int64_t)sizeof(S);
+    if (gy > kMaxGridYZ) return false;
+    a.run_stores = a.out_step[2] == (int64_t)sizeof(S) && a.out_step[0] % run == 0 &&
+                   reinterpret_cast<uintptr_t>(out.data) % run == 0;
+    plane_kernel<T, TAPS, Acc><<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy), kThreads, 0,
+                                  stream>>>(a);
+    GF_CUDA_CHECK_LAUNCH();
+    return true;
+  }
+
+  template <int TAPS>
+  static bool launch_taps(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream) {
+    if constexpr (T == DType::Float32 || T == DType::Float16) {
+      if (plan.float_sums) return launch_tiles<TAPS, float>(plan, out, stream);
+    }
+    return launch_tiles<TAPS, double>(plan, out, stream);
+  }
+
+  static bool run(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream) {
+    if constexpr (is_image_dtype(T)) {
+      switch (specialised_taps(plan.args)) {
+        case 3: return launch_taps<3>(plan, out, stream);
+        case 9: return launch_taps<9>(plan, out, stream);
+        case 17: return launch_taps<17>(plan, out, stream);
+        default: break;
+      }
+    }
+    return false;
+  }
+};
+
 // False for the dtypes laplace's kernel is not built for: they run pass by pass.
 template <DType T>
 struct LaplaceLauncher {
@@ -806,8 +995,10 @@ bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const s
                               double cval) {
   FusedPlan plan;
   if (!plan_fused(in, out, passes, cval, plan)) return false;
-  if (!dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, as_stream(stream_)))
-    dispatch_real_dtype<FusedLauncher>(in.dtype, plan, as_stream(stream_));
+  const cudaStream_t stream = as_stream(stream_);
+  if (in.ndim == 2 && dispatch_real_dtype<PlaneLauncher>(in.dtype, plan, out, stream)) return true;
+  if (!dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, stream))
+    dispatch_real_dtype<FusedLauncher>(in.dtype, plan, stream);
   return true;
 }
 
