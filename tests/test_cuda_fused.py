@@ -123,6 +123,24 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
     check("sobel", x, axis=int(rng.integers(0, 2)), mode=modes, cval=cval)
 
 
+@pytest.mark.parametrize("mode", FILTER_MODES)
+def test_2d_uint8_sums_in_float(mode, rng):
+    """uint8 chains of the tile kernel sum in float within a margin of
+    scipy's double sum, and again in double where the margin holds an integer
+    step: flat regions (sums landing on integers), edges, an integer cval
+    (a fractional one takes double sums). Bit for bit the CPU's results."""
+    host = random_array(rng, (150, 300), "uint8")
+    host[20:90, 30:200] = 77
+    host[100:, :60] = rng.integers(0, 2, (50, 60)) * 255
+    x = cupy.asarray(host)
+    for sigma in (0.25, 1.0, 2.0):
+        check("gaussian_filter", x, sigma, mode=mode, cval=3.0)
+        check("gaussian_filter", x, sigma, mode=mode, cval=2.5)
+    check("sobel", x, axis=0, mode=mode, cval=255.0)
+    check("correlate1d", x, [0.25, 0.5, 0.25], axis=1, mode=mode, cval=4.0)  # dyadic: exact in float
+    check("minimum_filter", x, size=9, mode=mode, cval=7.0)
+
+
 @pytest.mark.parametrize("view", ["reversed", "sliced", "unaligned_output"])
 def test_2d_tile_layouts(view, rng):
     """Outputs whose rows do not take aligned runs of four are stored element
@@ -214,6 +232,27 @@ def test_correlate1d_long_filters(axis, taps, rng):
     x = cupy.asarray(random_array(rng, (40, 37, 70), "float32"))
     w = weights_for(rng, "float32", taps)
     check("correlate1d", x, w, axis=axis, mode=str(rng.choice(FILTER_MODES)), cval=0.5)
+
+
+LONG_SHAPES = [(40, 37, 70), (3, 2, 150), (1, 300, 5), (150, 300), (40, 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", LONG_SHAPES)
+def test_long_single_passes(shape, dtype, rng):
+    """Single passes of 25 and 33 taps (gaussian sigma 3 and 4) take the
+    column kernel (along an axis but the last) or the row kernel (along the
+    last): every axis, kind, mode and dtype, halos longer than the axis."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    for axis in range(len(shape)):
+        mode, cval = str(rng.choice(FILTER_MODES)), float(rng.integers(-3, 4))
+        for sigma in (3.0, 4.0):
+            check("gaussian_filter1d", x, sigma, axis=axis, mode=mode, cval=cval)
+        w = weights_for(rng, dtype, 33)
+        origin = int(rng.integers(-16, 17))
+        check("correlate1d", x, w, axis=axis, origin=origin, mode=mode, cval=cval)
+        check("uniform_filter1d", x, 25, axis=axis, mode=mode, cval=cval, exact=False)
+        check("maximum_filter1d", x, 33, axis=axis, mode=mode, cval=cval)
 
 
 def test_in_place_output(rng):

@@ -268,56 +268,17 @@ struct ShiftedTaps {
 };
 
 // ---- 8-bit integer data summed in float, exactly --------------------------------
-// scipy sums integer data in double and truncates each pass's results to the
-// output dtype. For 8-bit data a float sum is within a known margin of that
-// double sum (below): where the margin's both ends truncate to one integer,
-// so does scipy's sum, and the float result is scipy's to the bit; the few
-// outputs with an end across an integer (scipy's sum within the margin of
-// one: flat regions, for instance) are summed again in double, in scipy's
-// order. Twice the values per vector of doubles, and multiply-adds fused.
+// (core/separable.hpp: eight_bit_float_margin): twice the values per vector
+// of doubles, and multiply-adds fused. cval never reaches these kernels
+// (callers sum it in double).
 template <class T>
 constexpr bool kInt8 = std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>;
-
-// The margin. With u = 2^-24 and M = max|x| * sum|w| (no term, and no
-// partial sum in any order, is larger), the float sum of n terms (n = c + 1
-// pairs x[k] +- x[2c-k], exact in float, and the centre for (anti)symmetric
-// weights, else n = taps) is off the exact sum by at most: u * M for the
-// weights rounded to float, u * M for the products rounded (none where
-// multiply-adds fuse), (n - 1) * u * M for the sums; scipy's double sum by
-// far less than u * M. The margin's ends, rounded to float themselves, may
-// move by u * (M + margin) each: (n + 3) * u * M covers all of it. The
-// absolute term covers weights and products of subnormal size. x is data of
-// R (8 bits): cval never reaches this kernel (callers sum it in double).
-// True when every weight is a multiple of one power of two 2^-s whose
-// multiples up to `bound` are all floats (integer weights such as sobel's
-// and laplace's, dyadic ones such as 0.25): every product and partial sum
-// is then exact in float, as in double, and so is the float sum, which
-// needs no margin (and sums landing on integers no second summation).
-inline bool exact_in_float(const RowPass<double>& p, double bound) {
-  for (int s = 0; s <= 24 && bound * std::ldexp(1.0, s) < 0x1p24; ++s) {
-    bool multiples = true;
-    for (int64_t k = 0; k < p.taps && multiples; ++k) {
-      const double scaled = std::ldexp(p.weights[k], s);
-      multiples = scaled == std::floor(scaled);
-    }
-    if (multiples) return true;
-  }
-  return false;
-}
 
 template <class R>
 bool float_weights(const RowPass<double>& p, FloatWeights& f) {
   if (p.taps > kMaxFloatTaps) return false;
-  double total = 0.0;
-  for (int64_t k = 0; k < p.taps; ++k) {
-    total += std::fabs(p.weights[k]);
-    f.w[k] = (float)p.weights[k];
-  }
-  const double bound = (std::is_signed_v<R> ? 128.0 : 255.0) * total;
-  if (!(bound < 0x1p29)) return false;  // also NaN: sums must stay within int32
-  const int64_t terms = p.symmetry != 0 ? p.taps / 2 + 1 : p.taps;
-  f.margin = exact_in_float(p, bound) ? 0.0f : (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
-  return true;
+  for (int64_t k = 0; k < p.taps; ++k) f.w[k] = (float)p.weights[k];
+  return eight_bit_float_margin(p.weights, p.taps, p.symmetry, std::is_signed_v<R>, f.margin);
 }
 
 // True when the `bytes` (at most 32) at p are all zero.

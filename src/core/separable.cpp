@@ -28,6 +28,32 @@ bool LinePass::may_cancel() const {
 }
 
 namespace {
+// True when every weight is a multiple of one power of two 2^-s whose
+// multiples up to `bound` are all floats (see eight_bit_float_margin).
+bool exact_in_float(const double* weights, int64_t taps, double bound) {
+  for (int s = 0; s <= 24 && bound * std::ldexp(1.0, s) < 0x1p24; ++s) {
+    bool multiples = true;
+    for (int64_t k = 0; k < taps && multiples; ++k) {
+      const double scaled = std::ldexp(weights[k], s);
+      multiples = scaled == std::floor(scaled);
+    }
+    if (multiples) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool eight_bit_float_margin(const double* weights, int64_t taps, int symmetry, bool is_signed, float& margin) {
+  double total = 0.0;
+  for (int64_t k = 0; k < taps; ++k) total += std::fabs(weights[k]);
+  const double bound = (is_signed ? 128.0 : 255.0) * total;
+  if (!(bound < 0x1p29)) return false;  // also NaN: sums must stay within int32
+  const int64_t terms = symmetry != 0 ? taps / 2 + 1 : taps;
+  margin = exact_in_float(weights, taps, bound) ? 0.0f : (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
+  return true;
+}
+
+namespace {
 
 // Real data. Line-buffered backends run pass 1 in -> out and the rest in place.
 void chain_in_place(LineBackend& backend, const ArrayDesc& in, const ArrayDesc& out,

@@ -36,6 +36,31 @@ struct LinePass {
   bool may_cancel() const;
 };
 
+// ---- 8-bit integer data summed in float, exactly ----
+// scipy sums integer data in double and truncates each pass's results to the
+// output dtype. For 8-bit data a float sum is within a known margin of that
+// double sum: where the margin's both ends truncate to one integer, so does
+// scipy's sum, and the float result is scipy's to the bit; the few outputs
+// with an end across an integer (scipy's sum within the margin of one: flat
+// regions, for instance) are summed again in double, in scipy's order.
+//
+// The margin. With u = 2^-24 and M = max|x| * sum|w| (no term, and no
+// partial sum in any order, is larger), the float sum of n terms (n = c + 1
+// pairs x[k] +- x[2c-k], exact in float, and the centre for (anti)symmetric
+// weights, else n = taps) is off the exact sum by at most: u * M for the
+// weights rounded to float, u * M for the products rounded (none where
+// multiply-adds fuse), (n - 1) * u * M for the sums; scipy's double sum by
+// far less than u * M. The margin's ends, rounded to float themselves, may
+// move by u * (M + margin) each: (n + 3) * u * M covers all of it. The
+// absolute term covers weights and products of subnormal size. Every x is a
+// value of the 8-bit dtype (or a cval of at most its magnitude).
+// The margin is 0 when every weight is a multiple of one power of two 2^-s
+// whose multiples up to M are all floats (integer weights such as sobel's,
+// dyadic ones such as 0.25): every product and partial sum is then exact in
+// float, as in double.
+// Returns false when the sums could leave int32 (or a weight is not finite).
+bool eight_bit_float_margin(const double* weights, int64_t taps, int symmetry, bool is_signed, float& margin);
+
 // The order scipy's NI_Correlate1D sums taps in, which every backend follows
 // so that results agree to the last bit (a flat integer image must stay flat
 // after truncation). With c = taps / 2 and x[k] the input under tap k:

@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <type_traits>
 
@@ -43,6 +44,8 @@ namespace gpufilt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kLongTaps[] = {25, 33}; // single passes of these lengths (gaussian sigma 3 and 4): long_pass
+constexpr int kMaxLongTaps = 33;
 constexpr int kMaxTaps = 17;         // per axis: radius 8, gaussian sigma 2 (longer passes: separable.cu,
                                      // faster there on the H100 for sigma 4)
 constexpr int kMaxColumns = 8;       // haloed columns a thread loads per plane
@@ -58,8 +61,9 @@ struct FusedPass {
   LineKind kind = LineKind::Correlate;
   Mode mode = Mode::Nearest;  // for no pass: clamps the tile's overhang
   double size = 1.0;          // the uniform divisor
-  double weights[kMaxTaps] = {};
-  float weights_f[kMaxTaps] = {};  // the same, for data summed in float
+  double weights[kMaxLongTaps] = {};
+  float weights_f[kMaxLongTaps] = {};  // the same, for data summed in float
+  float margin = 0;                // 8-bit data summed in float: see pass_result
 };
 
 struct FusedArgs {
@@ -180,11 +184,30 @@ template <DType T, bool FloatSums>
 using AccumulatorOf =
     std::conditional_t<FloatSums && (T == DType::Float32 || T == DType::Float16), float, double>;
 
+template <DType T>
+constexpr bool kEightBit = T == DType::UInt8 || T == DType::Int8;
+
 template <DType T, class Acc>
 __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
   if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) return s;
   else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) return half_bits_to_float(s);
+  else if constexpr (kEightBit<T>) return (Acc)s;  // exact, without a detour through double
   else return (Acc)load_as_double<T>(reinterpret_cast<const char*>(&s));
+}
+
+// v, a value of T held in Acc (or, for 8-bit T, any integer within int32),
+// as T's storage: as store_from_double makes it, without its detour through
+// int64 for 8-bit dtypes.
+template <DType T, class Acc>
+__device__ __forceinline__ typename storage<T>::type storage_of(Acc v) {
+  using S = typename storage<T>::type;
+  if constexpr (kEightBit<T>) {
+    return (S)(int32_t)v;
+  } else {
+    S s;
+    store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
+    return s;
+  }
 }
 
 // v as the chain stores it between passes: converted to T and read back.
@@ -199,6 +222,25 @@ __device__ __forceinline__ Acc round_to(Acc v) {
     store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
     return as_acc<T, Acc>(s);
   }
+}
+
+// Pass p of kind K at one output, as the chain stores it (rounded to T). For
+// 8-bit data summed in float (FusedPlan::eight_bit_float), a correlation
+// whose float sum lies within p.margin of an integer step is summed again in
+// double in scipy's order: the result is scipy's to the bit either way
+// (core/separable.hpp, eight_bit_float_margin).
+template <DType T, int TAPS, class K, class Acc, class Tap>
+__device__ __forceinline__ Acc pass_result(const FusedPass& p, const Tap& x) {
+  const Acc sum = apply_kind<Acc, TAPS, K>(p, x);
+  if constexpr (kEightBit<T> && std::is_same_v<Acc, float> && K::kind == LineKind::Correlate) {
+    const float low = truncf(sum - p.margin), high = truncf(sum + p.margin);
+    if (low == high) return as_acc<T, Acc>(storage_of<T>(low));
+    const double exact = apply_kind<double, TAPS, K>(p, [&](int k) { return (double)x(k); });
+    typename storage<T>::type s;
+    store_from_double<T>(reinterpret_cast<char*>(&s), exact);
+    return as_acc<T, Acc>(s);
+  }
+  return round_to<T, Acc>(sum);
 }
 
 // What a thread touches, decoded once per block. Haloed column c (of the
@@ -571,11 +613,36 @@ struct PlaneGeometry {
   static_assert(kSharedBytes <= (size_t)kDefaultShared, "no opt-in");
 };
 
-// kQuad elements stored with one access: `p` is aligned to its size.
+// N elements read or stored with one access: aligned to their size.
 template <class S, int N>
 struct alignas(N * sizeof(S)) Run {
   S v[N];
 };
+
+// v[0 .. N) from shared memory at p (aligned to VEC values), VEC values a load.
+template <int N, int VEC, class Acc>
+__device__ __forceinline__ void load_run(const Acc* p, Acc (&v)[N]) {
+  const Run<Acc, VEC>* run = reinterpret_cast<const Run<Acc, VEC>*>(p);
+#pragma unroll
+  for (int k = 0; k < N / VEC; ++k) {
+    const Run<Acc, VEC> w = run[k];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[k * VEC + i] = w.v[i];
+  }
+}
+
+// Stores the Q outputs of `out` at p, a row's elements `step` bytes apart of
+// which `remaining` are left: with one access where `whole` (the rows allow
+// it: FusedArgs::run_stores) and all Q are there, else element by element.
+template <class S, int Q>
+__device__ __forceinline__ void store_run(char* p, const Run<S, Q>& out, int64_t step, int64_t remaining,
+                                         bool whole) {
+  if (whole && remaining >= Q) {
+    *reinterpret_cast<Run<S, Q>*>(p) = out;
+  } else {
+    for (int i = 0; i < Q && i < remaining; ++i) *reinterpret_cast<S*>(p + i * step) = out.v[i];
+  }
+}
 
 template <DType T, int TAPS, class Acc>
 __global__ void __launch_bounds__(kThreads, 3) plane_kernel(const __grid_constant__ FusedArgs a) {
@@ -611,8 +678,7 @@ __global__ void __launch_bounds__(kThreads, 3) plane_kernel(const __grid_constan
         with_kind(p0, [&](auto kind) {
 #pragma unroll
           for (int r = 0; r < R; ++r)
-            column[r * HXP] =
-                round_to<T, Acc>(apply_kind<Acc, TAPS, decltype(kind)>(p0, [&](int k) { return v[r + k]; }));
+            column[r * HXP] = pass_result<T, TAPS, decltype(kind), Acc>(p0, [&](int k) { return v[r + k]; });
         });
       } else {
 #pragma unroll
@@ -628,27 +694,119 @@ __global__ void __launch_bounds__(kThreads, 3) plane_kernel(const __grid_constan
       const int ty = g / (TX / Q), tx = g % (TX / Q) * Q;
       const int64_t y = y0 + ty, x = x0 + tx;
       if (y >= a.n[0] || x >= a.n[2]) continue;
-      using Vec = Run<Acc, G::kVec>;
       Acc v[G::kRowValues];
-      const Vec* row = reinterpret_cast<const Vec*>(A + ty * HXP + tx);
-#pragma unroll
-      for (int k = 0; k < G::kRowValues / G::kVec; ++k) {
-        const Vec w = row[k];
-#pragma unroll
-        for (int i = 0; i < G::kVec; ++i) v[k * G::kVec + i] = w.v[i];
-      }
+      load_run<G::kRowValues, G::kVec>(A + ty * HXP + tx, v);
       Run<S, Q> out;
 #pragma unroll
-      for (int i = 0; i < Q; ++i) {
-        const Acc r = p1.taps ? apply_kind<Acc, TAPS, decltype(kind)>(p1, [&](int k) { return v[i + k]; }) : v[i];
-        store_from_double<T>(reinterpret_cast<char*>(&out.v[i]), (double)r);
-      }
-      char* p = a.out + y * a.out_step[0] + x * a.out_step[2];
-      if (a.run_stores && x + Q <= a.n[2]) {
-        *reinterpret_cast<Run<S, Q>*>(p) = out;
-      } else {
-        for (int i = 0; i < Q && x + i < a.n[2]; ++i) *reinterpret_cast<S*>(p + i * a.out_step[2]) = out.v[i];
-      }
+      for (int i = 0; i < Q; ++i)
+        out.v[i] = storage_of<T>(p1.taps ? pass_result<T, TAPS, decltype(kind), Acc>(p1, [&](int k) { return v[i + k]; })
+                                         : v[i]);
+      store_run(a.out + y * a.out_step[0] + x * a.out_step[2], out, a.out_step[2], a.n[2] - x, a.run_stores);
+    }
+  });
+}
+
+// ---- long single passes: along one axis of a 2-D or 3-D array ---------------------
+//
+// A pass of 25 or 33 taps (gaussian sigma 3 or 4), too long for the fused
+// tiles, alone (a chain of them runs pass by pass). Along an axis other than
+// the last, column_kernel: a thread owns one position of the last axis
+// (neighbouring threads neighbouring positions: coalesced) and computes
+// kOutputs results down the filtered axis from kOutputs + TAPS - 1 values it
+// loads into registers, all in flight at once. Along the last axis,
+// row_kernel: a block stages row segments (plus halo) in shared memory and
+// each thread computes four neighbouring outputs from values read as 16-byte
+// vectors. a.pass[stage] is the pass (stage 0, 1 or 2 of FusedArgs' axes).
+template <int TAPS, class Acc>
+struct ColumnGeometry {
+  static constexpr int kOutputs = sizeof(Acc) == 4 ? 32 : 16;
+  static constexpr int kThreads = 128;
+};
+
+template <DType T, int TAPS, class Acc>
+__global__ void __launch_bounds__(128, 4) column_kernel(const __grid_constant__ FusedArgs a, int stage) {
+  using S = typename storage<T>::type;
+  using G = ColumnGeometry<TAPS, Acc>;
+  constexpr int R = G::kOutputs;
+  const FusedPass& p = a.pass[stage];
+  const int other = 1 - stage;  // stages 0 and 1: the filtered one and the one the grid walks
+  const int64_t x = (int64_t)blockIdx.x * G::kThreads + threadIdx.x;
+  if (x >= a.n[2]) return;
+  const int64_t first = (int64_t)blockIdx.y * R, line = blockIdx.z;
+  const char* in = a.in + line * a.in_step[other] + x * a.in_step[2];
+  char* out = a.out + line * a.out_step[other] + x * a.out_step[2];
+  const int64_t n = a.n[stage], top = first - p.left;  // the input position of v[0]
+  const bool inside = top >= 0 && top + R + TAPS - 1 <= n;
+  Acc v[R + TAPS - 1];
+#pragma unroll
+  for (int k = 0; k < R + TAPS - 1; ++k) {
+    const int64_t i = inside ? top + k : border_index(top + k, n, p.mode);
+    v[k] = i < 0 ? (Acc)a.cval : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(in + i * a.in_step[stage])));
+  }
+  with_kind(p, [&](auto kind) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (first + r >= n) break;
+      const Acc result = pass_result<T, TAPS, decltype(kind), Acc>(p, [&](int k) { return v[r + k]; });
+      *reinterpret_cast<S*>(out + (first + r) * a.out_step[stage]) = storage_of<T>(result);
+    }
+  });
+}
+
+template <int TAPS, class Acc>
+struct RowGeometry {
+  static constexpr int kRows = 16;                         // rows a block filters
+  static constexpr int TX = 128;                           // outputs a row
+  static constexpr int HX = TX + TAPS - 1;
+  static constexpr int kQuad = 4;                          // outputs a thread computes
+  static constexpr int kVec = 16 / (int)sizeof(Acc);
+  static constexpr int kRowValues = (kQuad + TAPS - 1 + kVec - 1) / kVec * kVec;
+  static constexpr int HXP = TX - kQuad + kRowValues;      // a staged row's length: the last quad's reads fit
+  static constexpr int kStaged = kRows * HX;
+  static constexpr int kQuads = kRows * TX / kQuad;
+  static_assert(TX % kQuad == 0 && HXP % kVec == 0, "aligned quads");
+};
+
+template <DType T, int TAPS, class Acc>
+__global__ void __launch_bounds__(kThreads, 3) row_kernel(const __grid_constant__ FusedArgs a) {
+  using S = typename storage<T>::type;
+  using G = RowGeometry<TAPS, Acc>;
+  constexpr int TX = G::TX, HX = G::HX, HXP = G::HXP, Q = G::kQuad;
+  const FusedPass& p = a.pass[2];
+  __shared__ __align__(16) Acc rows[G::kRows * HXP];
+  __shared__ int64_t in_row[G::kRows], out_row[G::kRows];  // the block's rows: byte offsets
+  const int64_t x0 = (int64_t)blockIdx.x * TX, row0 = (int64_t)blockIdx.y * G::kRows;
+  const int64_t n_rows = a.n[0] * a.n[1];  // stages 0 and 1 flattened
+  if (threadIdx.x < G::kRows) {
+    const int64_t row = min(row0 + threadIdx.x, n_rows - 1);  // rows past the end: staged, not stored
+    in_row[threadIdx.x] = row / a.n[1] * a.in_step[0] + row % a.n[1] * a.in_step[1];
+    out_row[threadIdx.x] = row / a.n[1] * a.out_step[0] + row % a.n[1] * a.out_step[1];
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int j = 0; j < (G::kStaged + kThreads - 1) / kThreads; ++j) {
+    const int e = threadIdx.x + j * kThreads, r = e / HX, c = e % HX;
+    if (e >= G::kStaged) break;
+    const int64_t x = border_index(x0 - p.left + c, a.n[2], p.mode);
+    rows[r * HXP + c] = x < 0 ? (Acc)a.cval
+                              : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(a.in + in_row[r] + x * a.in_step[2])));
+  }
+  __syncthreads();
+
+  with_kind(p, [&](auto kind) {
+#pragma unroll
+    for (int j = 0; j < (G::kQuads + kThreads - 1) / kThreads; ++j) {
+      const int g = threadIdx.x + j * kThreads, r = g / (TX / Q), tx = g % (TX / Q) * Q;
+      const int64_t x = x0 + tx;
+      if (g >= G::kQuads || row0 + r >= n_rows || x >= a.n[2]) continue;
+      Acc v[G::kRowValues];
+      load_run<G::kRowValues, G::kVec>(rows + r * HXP + tx, v);
+      Run<S, Q> out;
+#pragma unroll
+      for (int i = 0; i < Q; ++i)
+        out.v[i] = storage_of<T>(pass_result<T, TAPS, decltype(kind), Acc>(p, [&](int k) { return v[i + k]; }));
+      store_run(a.out + out_row[r] + x * a.out_step[2], out, a.out_step[2], a.n[2] - x, a.run_stores);
     }
   });
 }
@@ -733,7 +891,8 @@ struct FusedPlan {
   FusedArgs args;
   dim3 grid;
   size_t shared_bytes;
-  bool float_sums;  // float32/float16 summed in float (no pass may_cancel)
+  bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
+  bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_result; plane_kernel only)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -768,7 +927,7 @@ bool plane_fits_int32(const ArrayDesc& a) {
   return span < INT32_MAX;
 }
 
-bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes) {
+bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, int max_taps) {
   if (in.ndim < 2 || in.ndim > 3 || in.dtype != out.dtype || is_complex(in.dtype)) return false;
   if (!same_shape(in, out) || in.size() == 0 || may_overlap(in, out)) return false;
   if (!is_aligned(in) || !is_aligned(out) || !last_axis_innermost(in) || !last_axis_innermost(out))
@@ -777,8 +936,26 @@ bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePa
   if (passes.empty() || passes.size() > (size_t)in.ndim) return false;
   for (size_t k = 0; k < passes.size(); ++k) {
     const LinePass& p = passes[k];
-    if (p.axis < 0 || p.axis >= in.ndim || p.taps() < 1 || p.taps() > kMaxTaps) return false;
+    if (p.axis < 0 || p.axis >= in.ndim || p.taps() < 1 || p.taps() > max_taps) return false;
     if (k > 0 && p.axis <= passes[k - 1].axis) return false;  // one per axis, in axis order
+  }
+  return true;
+}
+
+// True when a chain over 8-bit data may be summed in float (pass_result):
+// correlations with a margin (their sums stay within int32), minima and
+// maxima (exact in float), and a cval of at most the dtype's magnitude, an
+// integer (the margin's bound covers it). Sets each correlation's margin.
+bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, double cval, FusedArgs& a) {
+  if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
+  const bool is_signed = dtype == DType::Int8;
+  const bool cval_ok = cval == std::floor(cval) && std::fabs(cval) <= (is_signed ? 128.0 : 255.0);
+  for (FusedPass& p : a.pass) {
+    if (p.taps == 0) continue;
+    if (p.kind == LineKind::Uniform || (p.mode == Mode::Constant && !cval_ok)) return false;
+    if (p.kind == LineKind::Correlate &&
+        !eight_bit_float_margin(p.weights, p.taps, p.symmetry, is_signed, p.margin))
+      return false;
   }
   return true;
 }
@@ -809,9 +986,11 @@ bool choose_fused_tile(FusedArgs& a, size_t item, bool has_rows, size_t& shared)
   return false;
 }
 
-bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
-                double cval, FusedPlan& plan) {
-  if (!fusable(in, out, passes)) return false;
+// The chain's arrays and passes as the kernels take them, and how they sum;
+// false when no kernel here takes it (passes of up to max_taps).
+bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
+                    int max_taps, FusedPlan& plan) {
+  if (!fusable(in, out, passes, max_taps)) return false;
   FusedArgs& a = plan.args;
   a = FusedArgs{};
   a.in = in.data;
@@ -830,6 +1009,14 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
 
   plan.float_sums = (in.dtype == DType::Float32 || in.dtype == DType::Float16) &&
                     std::none_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
+  plan.eight_bit_float = eight_bit_float_sums(in.dtype, passes, cval, a);
+  return true;
+}
+
+bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                double cval, FusedPlan& plan) {
+  if (!describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
+  FusedArgs& a = plan.args;
   const size_t item = plan.float_sums ? sizeof(float) : sizeof(double);
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the GPU.
@@ -922,6 +1109,69 @@ struct BlockedLauncher {
   }
 };
 
+// Calls f(Acc{}) with the type the chain is summed in: float or double.
+template <DType T, class F>
+bool with_accumulator(const FusedPlan& plan, const F& f) {
+  if constexpr (T == DType::Float32 || T == DType::Float16) {
+    if (plan.float_sums) return f(float{});
+  }
+  if constexpr (kEightBit<T>) {
+    if (plan.eight_bit_float) return f(float{});
+  }
+  return f(double{});
+}
+
+// True when Q outputs of a row of `out` can be stored with one aligned
+// access (FusedArgs::run_stores): contiguous rows, each aligned to Q elements.
+template <DType T, int Q>
+bool run_stores(const FusedArgs& a, const ArrayDesc& out) {
+  const int64_t item = sizeof(typename storage<T>::type), run = Q * item;
+  return a.out_step[2] == item && a.out_step[0] % run == 0 && a.out_step[1] % run == 0 &&
+         reinterpret_cast<uintptr_t>(out.data) % run == 0;
+}
+
+// Runs a single pass of 25 or 33 taps (kLongTaps) over a 2-D or 3-D array
+// with column_kernel or row_kernel (see there); false otherwise.
+template <DType T>
+struct LongPassLauncher {
+  template <int TAPS, class Acc>
+  static bool launch(FusedPlan plan, int stage, const ArrayDesc& out, cudaStream_t stream) {
+    FusedArgs& a = plan.args;
+    if (stage == 2) {
+      using G = RowGeometry<TAPS, Acc>;
+      const int64_t gy = (a.n[0] * a.n[1] + G::kRows - 1) / G::kRows;
+      if (gy > kMaxGridYZ) return false;
+      a.run_stores = run_stores<T, G::kQuad>(a, out);
+      row_kernel<T, TAPS, Acc><<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy), kThreads, 0,
+                                stream>>>(a);
+    } else {
+      using G = ColumnGeometry<TAPS, Acc>;
+      const int64_t gy = (a.n[stage] + G::kOutputs - 1) / G::kOutputs, gz = a.n[1 - stage];
+      if (gy > kMaxGridYZ || gz > kMaxGridYZ) return false;
+      const dim3 grid((unsigned)((a.n[2] + G::kThreads - 1) / G::kThreads), (unsigned)gy, (unsigned)gz);
+      column_kernel<T, TAPS, Acc><<<grid, G::kThreads, 0, stream>>>(a, stage);
+    }
+    GF_CUDA_CHECK_LAUNCH();
+    return true;
+  }
+
+  template <int TAPS>
+  static bool launch_taps(const FusedPlan& plan, int stage, const ArrayDesc& out, cudaStream_t stream) {
+    return with_accumulator<T>(plan, [&](auto acc) { return launch<TAPS, decltype(acc)>(plan, stage, out, stream); });
+  }
+
+  static bool run(const FusedPlan& plan, int stage, const ArrayDesc& out, cudaStream_t stream) {
+    if constexpr (is_image_dtype(T)) {
+      switch (plan.args.pass[stage].taps) {
+        case kLongTaps[0]: return launch_taps<kLongTaps[0]>(plan, stage, out, stream);
+        case kLongTaps[1]: return launch_taps<kLongTaps[1]>(plan, stage, out, stream);
+        default: break;
+      }
+    }
+    return false;
+  }
+};
+
 // Runs a 2-D chain whose passes share 3, 9 or 17 taps with plane_kernel
 // (see there); false otherwise.
 template <DType T>
@@ -929,12 +1179,10 @@ struct PlaneLauncher {
   template <int TAPS, class Acc>
   static bool launch_tiles(FusedPlan plan, const ArrayDesc& out, cudaStream_t stream) {
     using G = PlaneGeometry<TAPS, Acc>;
-    using S = typename storage<T>::type;
     FusedArgs& a = plan.args;
-    const int64_t gy = (a.n[0] + G::TY - 1) / G::TY, run = G::kQuad * (int64_t)sizeof(S);
+    const int64_t gy = (a.n[0] + G::TY - 1) / G::TY;
     if (gy > kMaxGridYZ) return false;
-    a.run_stores = a.out_step[2] == (int64_t)sizeof(S) && a.out_step[0] % run == 0 &&
-                   reinterpret_cast<uintptr_t>(out.data) % run == 0;
+    a.run_stores = run_stores<T, G::kQuad>(a, out);
     plane_kernel<T, TAPS, Acc><<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy), kThreads, 0,
                                   stream>>>(a);
     GF_CUDA_CHECK_LAUNCH();
@@ -943,10 +1191,7 @@ struct PlaneLauncher {
 
   template <int TAPS>
   static bool launch_taps(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream) {
-    if constexpr (T == DType::Float32 || T == DType::Float16) {
-      if (plan.float_sums) return launch_tiles<TAPS, float>(plan, out, stream);
-    }
-    return launch_tiles<TAPS, double>(plan, out, stream);
+    return with_accumulator<T>(plan, [&](auto acc) { return launch_tiles<TAPS, decltype(acc)>(plan, out, stream); });
   }
 
   static bool run(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream) {
@@ -993,9 +1238,14 @@ bool CudaBackend::fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const
 
 bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
                               double cval) {
-  FusedPlan plan;
-  if (!plan_fused(in, out, passes, cval, plan)) return false;
   const cudaStream_t stream = as_stream(stream_);
+  FusedPlan plan;
+  if (passes.size() == 1 && std::count(std::begin(kLongTaps), std::end(kLongTaps), passes[0].taps())) {
+    if (!describe_chain(in, out, passes, cval, kMaxLongTaps, plan)) return false;
+    const FusedPass* pass = std::find_if(plan.args.pass, plan.args.pass + 3, [](const FusedPass& p) { return p.taps; });
+    return dispatch_real_dtype<LongPassLauncher>(in.dtype, plan, (int)(pass - plan.args.pass), out, stream);
+  }
+  if (!plan_fused(in, out, passes, cval, plan)) return false;
   if (in.ndim == 2 && dispatch_real_dtype<PlaneLauncher>(in.dtype, plan, out, stream)) return true;
   if (!dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, stream))
     dispatch_real_dtype<FusedLauncher>(in.dtype, plan, stream);
