@@ -395,14 +395,15 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
 // The 3x3, 5x5, 7x7 and 3x3x3 boxes, after Adams (core/selection_network.hpp's
 // BoxRankPlan, the CPU's box path): a "column" is the KM x KP values of the
 // box at one position along the last axis, and an output's window is KX
-// neighbouring columns. A block owns a tile of a plane (8 rows x 64 columns
-// of columns for 3-D boxes, one row of 512 for 2-D ones: the outputs are
-// those whose window lies in it) and walks a run of planes:
+// neighbouring columns. A block owns a tile of outputs of a plane (8 rows x
+// 64 for 3-D boxes, one row of 512 for 2-D ones) and walks a run of planes:
 //   1. each thread owns two columns for the whole walk. Per plane it sorts
 //      the KP values the new plane adds to each (once, not once per output
 //      reading them), keeps the sorted runs of the last KM - 1 planes in
 //      registers, merges the KM runs into the sorted column and writes it to
-//      shared memory: every column of the tile is sorted once;
+//      shared memory: every column of the tile is sorted once (the tile's
+//      KX - 1 columns a row past its outputs fall to a few threads as a
+//      third column);
 //   2. each thread then takes two neighbouring outputs of a row, merges the
 //      columns they share in pairs, keeps the ranks the median can take,
 //      and selects each output's median from these and its own column.
@@ -412,7 +413,7 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
 //   3x3       6       5      6       ~17      18
 //   5x5      18      26     28       ~73     112
 //   7x7      32      63    105      ~201     308
-// (a column's share grows by 64/62 or 512/510 for the columns past a
+// (a column's share grows by 66/64 or 514/512 for the columns past a
 // tile's outputs; with KX > 3, each merged pair is merged again by each
 // output pair reading it).
 
@@ -443,9 +444,11 @@ template <int KM_, int KP_, int KX_>
 struct ColumnShape {
   static constexpr int KM = KM_, KP = KP_, KX = KX_;
   static constexpr int tile_rows = KP > 1 ? 8 : 1;                   // outputs
-  static constexpr int row_cols = 2 * kThreads / tile_rows;          // columns (inputs) a row, two a thread
-  static constexpr int tile_cols = row_cols - (KX - 1);              // outputs
+  static constexpr int tile_cols = 2 * kThreads / tile_rows;         // outputs, two a thread
   static constexpr int pairs = tile_cols / 2;                        // output pairs a row
+  static constexpr int row_cols = tile_cols + KX - 1;                // columns a row
+  static constexpr int columns = tile_rows * row_cols;
+  static constexpr int thread_columns = (columns + kThreads - 1) / kThreads;  // 3: 2, or 3 for a few threads
   static constexpr int plane_rows = tile_rows + KP - 1;
   static constexpr int plane = plane_rows * row_cols;                // inputs
   static constexpr int loads = (plane + kThreads - 1) / kThreads;    // a thread's per plane
@@ -490,15 +493,19 @@ __global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __gri
     }
   };
 
-  // This thread's columns: e = threadIdx.x and threadIdx.x + kThreads, at
-  // tile row e / row_cols and column e % row_cols. held[c]: the sorted runs
-  // of the last KM - 1 planes, oldest first, then room for the new one.
-  V held[2][rows];
+  // This thread's columns: e = threadIdx.x + c kThreads below
+  // Shape::columns, at tile row e / row_cols and column e % row_cols (the
+  // tile's last few columns fall to a few threads of warp 0). held[c]: the
+  // sorted runs of the last KM - 1 planes, oldest first, then room for the
+  // new one.
+  constexpr int thread_columns = Shape::thread_columns;
+  V held[thread_columns][rows];
+  auto has_column = [&](int c) { return c * kThreads + (int)threadIdx.x < Shape::columns; };
   auto sort_new_run = [&](int c) {
-    const int e = threadIdx.x + c * kThreads, first = e / row_cols * row_cols + e % row_cols;
+    const int e = threadIdx.x + c * kThreads;  // plane[e]: the column's first value
     V run[KP];
 #pragma unroll
-    for (int j = 0; j < KP; ++j) run[j] = plane[first + j * row_cols];
+    for (int j = 0; j < KP; ++j) run[j] = plane[e + j * row_cols];
     Median::sort_run(run);
 #pragma unroll
     for (int j = 0; j < KP; ++j) held[c][(KM - 1) * KP + j] = run[j];
@@ -510,7 +517,6 @@ __global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __gri
 
   // The pair of outputs this thread selects: tile row `row`, columns 2 pair, 2 pair + 1.
   const int pair = threadIdx.x % Shape::pairs, row = threadIdx.x / Shape::pairs;
-  const bool selects = threadIdx.x < Shape::tile_rows * Shape::pairs;
   const int64_t x = x0 + 2 * pair, r = row0 + row;
   auto store = [&](int64_t m, int64_t xo, V key) {
     if (r < a.n[1] && xo < a.n[2])
@@ -518,7 +524,7 @@ __global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __gri
                 Key::value(key), a.out_aligned);
   };
   auto column = [&](int c, V (&v)[rows]) {  // column 2 pair + c of this thread's row
-    sorted[c % 2][selects ? row : 0][pair + c / 2].load(v);
+    sorted[c % 2][row][pair + c / 2].load(v);
   };
 
 #pragma unroll
@@ -526,7 +532,8 @@ __global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __gri
     load_plane(m0 + a.lo[0] + j);
     __syncthreads();
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < thread_columns; ++c) {
+      if (!has_column(c)) continue;
       sort_new_run(c);
       drop_oldest_run(c);
     }
@@ -537,7 +544,8 @@ __global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __gri
     load_plane(m + a.lo[0] + KM - 1);
     __syncthreads();
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < thread_columns; ++c) {
+      if (!has_column(c)) continue;
       sort_new_run(c);
       V col[rows];
       Median::merge_column(held[c], col);
@@ -546,12 +554,10 @@ __global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __gri
       drop_oldest_run(c);
     }
     __syncthreads();
-    if (selects) {
-      V first, second;
-      Median::medians(column, first, second);
-      store(m, x, first);
-      store(m, x + 1, second);
-    }
+    V first, second;
+    Median::medians(column, first, second);
+    store(m, x, first);
+    store(m, x + 1, second);
   }
 }
 
