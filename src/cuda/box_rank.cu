@@ -221,20 +221,10 @@ template <int N, int First, int Last>
 struct Network {
   static constexpr ExchangeList list = sorting_exchanges(N, First, Last);
 
-  template <int Lo, int Hi, bool KeepMin, bool KeepMax, class V, int Cap>
-  static __host__ __device__ __forceinline__ void exchange_kept(V (&v)[Cap]) {
-    const V a = v[Lo], b = v[Hi];
-    if constexpr (KeepMin) v[Lo] = a < b ? a : b;
-    if constexpr (KeepMax) v[Hi] = a < b ? b : a;
-  }
-  template <class V, int Cap, size_t... I>
-  static __host__ __device__ __forceinline__ void apply(V (&v)[Cap], std::index_sequence<I...>) {
-    (exchange_kept<list.items[I].lo, list.items[I].hi, list.items[I].keep_min, list.items[I].keep_max>(v), ...);
-  }
   template <class V, int Cap>
   static __host__ __device__ __forceinline__ void run(V (&v)[Cap]) {
     static_assert(Cap >= N && list.count > 0 || N == 1, "network arguments");
-    apply(v, std::make_index_sequence<list.count>());
+    Exchanges<list>::run(v);
   }
 };
 
@@ -410,7 +400,7 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
 // Min/max per output (before: the pair kernel above):
 //            column  pairs  outputs  total   before
 //   3x3x3    42      24     18       ~85     157
-//   3x3       6       5      6       ~17      18
+//   3x3       6       5      6       ~17      23
 //   5x5      18      26     28       ~73     112
 //   7x7      32      63    105      ~201     308
 // (a column's share grows by 66/64 or 514/512 for the columns past a
