@@ -26,8 +26,8 @@ cupy = pytest.importorskip("cupy")
 
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "float32", "float64"]
-SHAPES_3D = [(37, 45, 70), (3, 2, 1), (70, 9, 130), (1, 20, 129), (40, 17, 65)]
-SHAPES_2D = [(300, 5), (5, 300), (129, 1030), (1, 1), (33, 1), (2, 513)]
+SHAPES_3D = [(37, 45, 70), (3, 2, 1), (70, 9, 130), (1, 20, 129), (40, 17, 65), (6, 16, 128), (9, 8, 66)]
+SHAPES_2D = [(300, 5), (5, 300), (129, 1030), (1, 1), (33, 1), (2, 513), (9, 1024), (4, 514)]
 
 
 def check(x, *args, name="median_filter", **kwargs):

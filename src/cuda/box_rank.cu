@@ -1,26 +1,26 @@
 // Rank filters over a dense box footprint on the trailing axes (what
 // median_filter, rank_filter and percentile_filter with size=... ask for),
-// in two forms: a tiled median for 3x3, 5x5, 7x7, 3x3x3 and 5x5x5 boxes,
-// and a sliding histogram for 8-bit data and any box or rank (below).
+// in three forms: a separable median for 3x3, 5x5, 7x7 and 3x3x3 boxes
+// (below, "separable box medians"), a tiled median for 5x5x5 ones, and a
+// sliding histogram for 8-bit data and any box or rank (below).
 //
-// A block owns a tile of a plane (8 rows x 64 columns for 3-D boxes, one row
-// of 512 for 2-D ones) and walks a run of planes along the box's first axis,
-// keeping the box's depth of input planes in a shared-memory ring: each
-// input element is read from global memory about once, its boundary
-// extension resolved once per plane, and converted once to an order key.
-// Each thread takes two neighbouring outputs of a row: their windows share
-// all but one column each, and the selection runs on the shared values once.
+// The 5x5x5 median: a block owns a tile of a plane (8 rows x 64 columns)
+// and walks a run of planes along the box's first axis, keeping the box's
+// depth of input planes in a shared-memory ring: each input element is read
+// from global memory about once, its boundary extension resolved once per
+// plane, and converted once to an order key. Each thread takes two
+// neighbouring outputs of a row: their windows share all but one column
+// each, and the selection runs on the shared values once.
 //
 // Selection: the values the pair shares are sorted by a pruned sorting
 // network (core/selection_network.hpp) only at the ranks the median can take
 // among them, each output's own values are sorted, and one min-max merge of
 // the two gives the median (SharedMedian). Every index is a compile-time
 // constant, so the values live in registers and the work is min/max
-// instructions: ~160 an output for 3x3x3, ~1260 for 5x5x5 (a selection
-// over all 27 or 125 values needs ~230 or ~2240). Where the shared values
-// would not fit in registers (5x5x5 in double), forgetful selection
-// (Paeth; McGuire, "A fast, small-radius GPU median filter") keeps a set of
-// about half of them instead.
+// instructions: ~1260 an output (a selection over all 125 values needs
+// ~2240). Where the shared values would not fit in registers (5x5x5 in
+// double), forgetful selection (Paeth; McGuire, "A fast, small-radius GPU
+// median filter") keeps a set of about half of them instead.
 //
 // Values are compared as order keys: integers as themselves, floats as
 // unsigned integers whose order is the numeric one with every NaN greatest,
@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "core/border.hpp"
 #include "core/selection_network.hpp"
 #include "cuda/check.cuh"
+#include "cuda/box_select.cuh"
 #include "cuda/box_tile.cuh"
 #include "cuda/elements.cuh"
 
@@ -219,20 +221,10 @@ template <int N, int First, int Last>
 struct Network {
   static constexpr ExchangeList list = sorting_exchanges(N, First, Last);
 
-  template <int Lo, int Hi, bool KeepMin, bool KeepMax, class V, int Cap>
-  static __host__ __device__ __forceinline__ void exchange_kept(V (&v)[Cap]) {
-    const V a = v[Lo], b = v[Hi];
-    if constexpr (KeepMin) v[Lo] = a < b ? a : b;
-    if constexpr (KeepMax) v[Hi] = a < b ? b : a;
-  }
-  template <class V, int Cap, size_t... I>
-  static __host__ __device__ __forceinline__ void apply(V (&v)[Cap], std::index_sequence<I...>) {
-    (exchange_kept<list.items[I].lo, list.items[I].hi, list.items[I].keep_min, list.items[I].keep_max>(v), ...);
-  }
   template <class V, int Cap>
   static __host__ __device__ __forceinline__ void run(V (&v)[Cap]) {
     static_assert(Cap >= N && list.count > 0 || N == 1, "network arguments");
-    apply(v, std::make_index_sequence<list.count>());
+    Exchanges<list>::run(v);
   }
 };
 
@@ -388,6 +380,177 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
   }
 }
 
+// ------------------------------------------------- separable box medians
+//
+// The 3x3, 5x5, 7x7 and 3x3x3 boxes, after Adams (core/selection_network.hpp's
+// BoxRankPlan, the CPU's box path): a "column" is the KM x KP values of the
+// box at one position along the last axis, and an output's window is KX
+// neighbouring columns. A block owns a tile of outputs of a plane (8 rows x
+// 64 for 3-D boxes, one row of 512 for 2-D ones) and walks a run of planes:
+//   1. each thread owns two columns for the whole walk. Per plane it sorts
+//      the KP values the new plane adds to each (once, not once per output
+//      reading them), keeps the sorted runs of the last KM - 1 planes in
+//      registers, merges the KM runs into the sorted column and writes it to
+//      shared memory: every column of the tile is sorted once (the tile's
+//      KX - 1 columns a row past its outputs fall to a few threads as a
+//      third column);
+//   2. each thread then takes two neighbouring outputs of a row, merges the
+//      columns they share in pairs, keeps the ranks the median can take,
+//      and selects each output's median from these and its own column.
+// Min/max per output (before: the pair kernel above):
+//            column  pairs  outputs  total   before
+//   3x3x3    42      24     18       ~85     157
+//   3x3       6       5      6       ~17      23
+//   5x5      18      26     28       ~73     112
+//   7x7      32      63    105      ~201     308
+// (a column's share grows by 66/64 or 514/512 for the columns past a
+// tile's outputs; with KX > 3, each merged pair is merged again by each
+// output pair reading it).
+
+// A sorted column in shared memory: its values and padding to whole 16-byte
+// words, an odd number of them, so that neighbouring threads' 16-byte loads
+// of neighbouring columns fall in different banks.
+template <class V, int Rows>
+struct alignas(16) SortedColumn {
+  static constexpr int words = ((int)(Rows * sizeof(V)) + 15) / 16;
+  static constexpr int padded = words % 2 ? words : words + 1;
+  uint4 word[padded];
+
+  __device__ __forceinline__ void store(const V (&v)[Rows]) {
+    uint4 w[words] = {};
+    memcpy(w, v, sizeof(v));
+#pragma unroll
+    for (int i = 0; i < words; ++i) word[i] = w[i];
+  }
+  __device__ __forceinline__ void load(V (&v)[Rows]) const {
+    uint4 w[words];
+#pragma unroll
+    for (int i = 0; i < words; ++i) w[i] = word[i];
+    memcpy(v, w, sizeof(v));
+  }
+};
+
+template <int KM_, int KP_, int KX_>
+struct ColumnShape {
+  static constexpr int KM = KM_, KP = KP_, KX = KX_;
+  static constexpr int tile_rows = KP > 1 ? 8 : 1;                   // outputs
+  static constexpr int tile_cols = 2 * kThreads / tile_rows;         // outputs, two a thread
+  static constexpr int pairs = tile_cols / 2;                        // output pairs a row
+  static constexpr int row_cols = tile_cols + KX - 1;                // columns a row
+  static constexpr int columns = tile_rows * row_cols;
+  static constexpr int thread_columns = (columns + kThreads - 1) / kThreads;  // 3: 2, or 3 for a few threads
+  static constexpr int plane_rows = tile_rows + KP - 1;
+  static constexpr int plane = plane_rows * row_cols;                // inputs
+  static constexpr int loads = (plane + kThreads - 1) / kThreads;    // a thread's per plane
+};
+
+template <KeyKind Kind, class Shape>
+__global__ void __launch_bounds__(kThreads) box_column_median_kernel(const __grid_constant__ BoxArgs a) {
+  using Key = Keys<Kind>;
+  using V = typename Key::type;
+  constexpr int KM = Shape::KM, KP = Shape::KP, KX = Shape::KX, row_cols = Shape::row_cols;
+  using Median = ColumnMedian<KM, KP, KX>;
+  constexpr int rows = Median::rows, half = row_cols / 2;
+  using Column = SortedColumn<V, rows>;
+  __shared__ V plane[Shape::plane];
+  // Column 2h + parity of tile row r at sorted[parity][r][h].
+  __shared__ Column sorted[2][Shape::tile_rows][half];
+
+  const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
+  const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, in_base = o.in_base, out_base = o.out_base;
+
+  // This thread's elements of every input plane: their offsets within the
+  // plane (kOutside: cval), the same for each plane. Offsets may be negative.
+  constexpr int64_t kOutside = INT64_MIN;
+  int64_t plane_offset[Shape::loads];
+#pragma unroll
+  for (int l = 0; l < Shape::loads; ++l) {
+    const int e = threadIdx.x + l * kThreads;
+    const int64_t in_row = border_index(row0 + e / row_cols + a.lo[1], a.n[1], a.mode);
+    const int64_t in_col = border_index(x0 + e % row_cols + a.lo[2], a.n[2], a.mode);
+    plane_offset[l] = in_row < 0 || in_col < 0 ? kOutside : in_row * a.in_stride[1] + in_col * a.in_stride[2];
+  }
+  const V cval_key = Key::from(a.cval);
+  auto load_plane = [&](int64_t m) {
+    const int64_t jm = border_index(m, a.n[0], a.mode);
+    const char* src = a.in + in_base + jm * a.in_stride[0];
+#pragma unroll
+    for (int l = 0; l < Shape::loads; ++l) {
+      const int e = threadIdx.x + l * kThreads;
+      if (e < Shape::plane)
+        plane[e] = jm < 0 || plane_offset[l] == kOutside ? cval_key
+                                                  : Key::from(load_any(a.in_dtype, src + plane_offset[l], a.in_aligned));
+    }
+  };
+
+  // This thread's columns: e = threadIdx.x + c kThreads below
+  // Shape::columns, at tile row e / row_cols and column e % row_cols (the
+  // tile's last few columns fall to a few threads of warp 0). held[c]: the
+  // sorted runs of the last KM - 1 planes, oldest first, then room for the
+  // new one.
+  constexpr int thread_columns = Shape::thread_columns;
+  V held[thread_columns][rows];
+  auto has_column = [&](int c) { return c * kThreads + (int)threadIdx.x < Shape::columns; };
+  auto sort_new_run = [&](int c) {
+    const int e = threadIdx.x + c * kThreads;  // plane[e]: the column's first value
+    V run[KP];
+#pragma unroll
+    for (int j = 0; j < KP; ++j) run[j] = plane[e + j * row_cols];
+    Median::sort_run(run);
+#pragma unroll
+    for (int j = 0; j < KP; ++j) held[c][(KM - 1) * KP + j] = run[j];
+  };
+  auto drop_oldest_run = [&](int c) {
+#pragma unroll
+    for (int i = 0; i < (KM - 1) * KP; ++i) held[c][i] = held[c][i + KP];
+  };
+
+  // The pair of outputs this thread selects: tile row `row`, columns 2 pair, 2 pair + 1.
+  const int pair = threadIdx.x % Shape::pairs, row = threadIdx.x / Shape::pairs;
+  const int64_t x = x0 + 2 * pair, r = row0 + row;
+  auto store = [&](int64_t m, int64_t xo, V key) {
+    if (r < a.n[1] && xo < a.n[2])
+      store_any(a.out_dtype, a.out + out_base + m * a.out_stride[0] + r * a.out_stride[1] + xo * a.out_stride[2],
+                Key::value(key), a.out_aligned);
+  };
+  auto column = [&](int c, V (&v)[rows]) {  // column 2 pair + c of this thread's row
+    sorted[c % 2][row][pair + c / 2].load(v);
+  };
+
+#pragma unroll
+  for (int j = 0; j < KM - 1; ++j) {  // the first KM - 1 planes' runs
+    load_plane(m0 + a.lo[0] + j);
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < thread_columns; ++c) {
+      if (!has_column(c)) continue;
+      sort_new_run(c);
+      drop_oldest_run(c);
+    }
+    __syncthreads();
+  }
+#pragma unroll 1
+  for (int64_t m = m0; m < m_end; ++m) {
+    load_plane(m + a.lo[0] + KM - 1);
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < thread_columns; ++c) {
+      if (!has_column(c)) continue;
+      sort_new_run(c);
+      V col[rows];
+      Median::merge_column(held[c], col);
+      const int e = threadIdx.x + c * kThreads, cx = e % row_cols;
+      sorted[cx % 2][e / row_cols][cx / 2].store(col);
+      drop_oldest_run(c);
+    }
+    __syncthreads();
+    V first, second;
+    Median::medians(column, first, second);
+    store(m, x, first);
+    store(m, x + 1, second);
+  }
+}
+
 // ---------------------------------------------------------- histogram form
 //
 // 8-bit data (bool, int8, uint8), any box on the trailing axes and any rank:
@@ -491,9 +654,15 @@ bool cval_is_exact(KeyKind kind, double cval) {
   }
 }
 
+template <class Shape>
+constexpr bool kByColumns = false;
+template <int KM, int KP, int KX>
+constexpr bool kByColumns<ColumnShape<KM, KP, KX>> = true;
+
 template <KeyKind Kind, class Shape>
 void launch_median(const BoxArgs& a, int64_t blocks, cudaStream_t stream) {
-  box_median_kernel<Kind, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
+  if constexpr (kByColumns<Shape>) box_column_median_kernel<Kind, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
+  else box_median_kernel<Kind, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
 }
 
 template <class Shape>
@@ -510,10 +679,10 @@ void launch_median_kind(KeyKind kind, const BoxArgs& a, int64_t blocks, cudaStre
 template <class F>
 bool with_median_shape(const int (&extent)[3], F&& f) {
   const auto is = [&](int m, int p, int x) { return extent[0] == m && extent[1] == p && extent[2] == x; };
-  if (is(3, 1, 3)) f(BoxShape<3, 1, 3>());
-  else if (is(5, 1, 5)) f(BoxShape<5, 1, 5>());
-  else if (is(7, 1, 7)) f(BoxShape<7, 1, 7>());
-  else if (is(3, 3, 3)) f(BoxShape<3, 3, 3>());
+  if (is(3, 1, 3)) f(ColumnShape<3, 1, 3>());
+  else if (is(5, 1, 5)) f(ColumnShape<5, 1, 5>());
+  else if (is(7, 1, 7)) f(ColumnShape<7, 1, 7>());
+  else if (is(3, 3, 3)) f(ColumnShape<3, 3, 3>());
   else if (is(5, 5, 5)) f(BoxShape<5, 5, 5>());
   else return false;
   return true;

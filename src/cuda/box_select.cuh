@@ -1,0 +1,116 @@
+// The selection of box_rank.cu's separable box medians (see there), on
+// values held in registers: __host__ __device__, so that a host program
+// (tests/host/box_select_check.cu) checks it against a sort.
+#pragma once
+#include <cstddef>
+#include <utility>
+
+#include "core/selection_network.hpp"
+
+#ifndef __CUDACC__
+#define __host__
+#define __device__
+#define __forceinline__ inline
+#endif
+
+namespace gpufilt::cuda {
+
+// Runs an ExchangeList, every exchange its own instantiation: the values
+// stay in registers.
+template <const ExchangeList& List>
+struct Exchanges {
+  template <int Lo, int Hi, bool KeepMin, bool KeepMax, class V, int Cap>
+  static __host__ __device__ __forceinline__ void exchange_kept(V (&v)[Cap]) {
+    const V a = v[Lo], b = v[Hi];
+    if constexpr (KeepMin) v[Lo] = a < b ? a : b;
+    if constexpr (KeepMax) v[Hi] = a < b ? b : a;
+  }
+  template <class V, int Cap, size_t... I>
+  static __host__ __device__ __forceinline__ void apply(V (&v)[Cap], std::index_sequence<I...>) {
+    (exchange_kept<List.items[I].lo, List.items[I].hi, List.items[I].keep_min, List.items[I].keep_max>(v), ...);
+  }
+  template <class V, int Cap>
+  static __host__ __device__ __forceinline__ void run(V (&v)[Cap]) {
+    apply(v, std::make_index_sequence<List.count>());
+  }
+};
+
+// dst[Offset + i] = src[Out.at[i]] for i < Count: a network's results in order.
+template <const Slots& Out, int Count, int Offset = 0, class V, int N, int M, int... I>
+__host__ __device__ __forceinline__ void pick_each(V (&dst)[N], const V (&src)[M], std::integer_sequence<int, I...>) {
+  ((dst[Offset + I] = src[std::integral_constant<int, Out.at[I]>::value]), ...);  // a constant, not a read of Out
+}
+template <const Slots& Out, int Count, int Offset = 0, class V, int N, int M>
+__host__ __device__ __forceinline__ void pick(V (&dst)[N], const V (&src)[M]) {
+  static_assert(Offset + Count <= N, "destination");
+  pick_each<Out, Count, Offset>(dst, src, std::make_integer_sequence<int, Count>());
+}
+
+// The selection of a KM x KP x KX box median, by stages, on values held in
+// registers (host and device: tests/host/box_select_check.cu checks it on the host).
+template <int KM_, int KP_, int KX_>
+struct ColumnMedian {
+  static constexpr int KM = KM_, KP = KP_, KX = KX_, rows = KM * KP;
+  using Plan = BoxRankPlan<rows, KX, rows * KX / 2>;
+  static constexpr int runs = Plan::kRuns, kept = Plan::kKept;
+  static constexpr BoxStage run_stage = box_column_stage(KP);
+  static constexpr ExchangeList run_net = run_stage.net;
+  static constexpr Slots run_out = run_stage.out;
+  static constexpr BoxStage column_stage = box_runs_stage(rows, KP);
+  static constexpr ExchangeList column_net = column_stage.net;
+  static constexpr Slots column_out = column_stage.out;
+
+  // The KP values of a new plane ascending in place.
+  template <class V>
+  static __host__ __device__ __forceinline__ void sort_run(V (&run)[KP]) {
+    Exchanges<run_net>::run(run);
+    V sorted[KP];
+    pick<run_out, KP>(sorted, run);
+#pragma unroll
+    for (int i = 0; i < KP; ++i) run[i] = sorted[i];
+  }
+  // The column ascending from its KM runs, each ascending, run after run.
+  template <class V>
+  static __host__ __device__ __forceinline__ void merge_column(const V (&in)[rows], V (&column)[rows]) {
+    V v[rows];
+#pragma unroll
+    for (int i = 0; i < rows; ++i) v[i] = in[i];
+    Exchanges<column_net>::run(v);
+    pick<column_out, rows>(column, v);
+  }
+  // The medians of outputs 2p and 2p+1, from the sorted columns 2p ..
+  // 2p+KX (column(c, v): column c ascending into v).
+  template <class V, class Column>
+  static __host__ __device__ __forceinline__ void medians(const Column& column, V& first, V& second) {
+    V w[runs * kept + 2 * rows];
+#pragma unroll
+    for (int m = 0; m < runs; ++m) {  // columns 2m+1 and 2m+2 merged
+      V v[2 * rows], c[rows];
+      column(2 * m + 1, c);
+#pragma unroll
+      for (int i = 0; i < rows; ++i) v[i] = c[i];
+      column(2 * m + 2, c);
+#pragma unroll
+      for (int i = 0; i < rows; ++i) v[rows + i] = c[i];
+      Exchanges<Plan::pair_net>::run(v);
+      V merged[kept];
+      pick<Plan::pair_out, kept>(merged, v);
+#pragma unroll
+      for (int q = 0; q < kept; ++q) w[m * kept + q] = merged[q];
+    }
+    V c[rows];
+    column(0, c);
+#pragma unroll
+    for (int i = 0; i < rows; ++i) w[runs * kept + i] = c[i];
+    column(KX, c);
+#pragma unroll
+    for (int i = 0; i < rows; ++i) w[runs * kept + rows + i] = c[i];
+    Exchanges<Plan::output_net>::run(w);
+    V result[2];
+    pick<Plan::output_out, 2>(result, w);
+    first = result[0];
+    second = result[1];
+  }
+};
+
+}  // namespace gpufilt::cuda
