@@ -95,6 +95,38 @@ struct Keys<KeyKind::Double> {
   }
 };
 
+// A block's input planes as order keys in shared memory, Plane elements a
+// plane (rows of Cols), Loads a thread: each thread's elements located once
+// (their byte offsets within any plane, kOutside for cval; offsets may be
+// negative), then any plane m loaded and converted into dst.
+template <class Key, int Loads, int Plane, int Cols>
+struct PlaneKeys {
+  using V = typename Key::type;
+  static constexpr int64_t kOutside = INT64_MIN;
+  int64_t offset[Loads];
+  V cval;
+
+  __device__ PlaneKeys(const BoxArgs& a, const BlockOrigin& o) : cval(Key::from(a.cval)) {
+#pragma unroll
+    for (int l = 0; l < Loads; ++l) {
+      const int e = threadIdx.x + l * kThreads;
+      const int64_t in_row = border_index(o.row0 + e / Cols + a.lo[1], a.n[1], a.mode);
+      const int64_t in_col = border_index(o.x0 + e % Cols + a.lo[2], a.n[2], a.mode);
+      offset[l] = in_row < 0 || in_col < 0 ? kOutside : in_row * a.in_stride[1] + in_col * a.in_stride[2];
+    }
+  }
+  __device__ __forceinline__ void load(const BoxArgs& a, const BlockOrigin& o, int64_t m, V* dst) const {
+    const int64_t jm = border_index(m, a.n[0], a.mode);
+    const char* plane = a.in + o.in_base + jm * a.in_stride[0];
+#pragma unroll
+    for (int l = 0; l < Loads; ++l) {
+      const int e = threadIdx.x + l * kThreads;
+      if (e < Plane)
+        dst[e] = jm < 0 || offset[l] == kOutside ? cval : Key::from(load_any(a.in_dtype, plane + offset[l], a.in_aligned));
+    }
+  }
+};
+
 // ---------------------------------------------------- forgetful selection
 
 template <class V>
@@ -300,31 +332,10 @@ __global__ void __launch_bounds__(kThreads) box_median_kernel(const __grid_const
   __shared__ V ring[KM][Shape::plane];
 
   const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
-  const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, in_base = o.in_base, out_base = o.out_base;
+  const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
-  // This thread's elements of every input plane: their offsets within the
-  // plane (kOutside: cval), the same for each plane. Offsets may be negative.
-  constexpr int64_t kOutside = INT64_MIN;
-  int64_t plane_offset[Shape::loads];
-#pragma unroll
-  for (int l = 0; l < Shape::loads; ++l) {
-    const int e = threadIdx.x + l * kThreads;
-    const int64_t in_row = border_index(row0 + e / cols + a.lo[1], a.n[1], a.mode);
-    const int64_t in_col = border_index(x0 + e % cols + a.lo[2], a.n[2], a.mode);
-    plane_offset[l] = in_row < 0 || in_col < 0 ? kOutside : in_row * a.in_stride[1] + in_col * a.in_stride[2];
-  }
-  const V cval_key = Key::from(a.cval);
-  auto load_plane = [&](int64_t m, V* dst) {
-    const int64_t jm = border_index(m, a.n[0], a.mode);
-    const char* plane = a.in + in_base + jm * a.in_stride[0];
-#pragma unroll
-    for (int l = 0; l < Shape::loads; ++l) {
-      const int e = threadIdx.x + l * kThreads;
-      if (e < Shape::plane)
-        dst[e] = jm < 0 || plane_offset[l] == kOutside ? cval_key
-                                               : Key::from(load_any(a.in_dtype, plane + plane_offset[l], a.in_aligned));
-    }
-  };
+  const PlaneKeys<Key, Shape::loads, Shape::plane, cols> planes(a, o);
+  auto load_plane = [&](int64_t m, V* dst) { planes.load(a, o, m, dst); };
 
   const int pair = threadIdx.x % (Shape::tile_cols / 2), row = threadIdx.x / (Shape::tile_cols / 2);
   const int64_t x = x0 + 2 * pair, r = row0 + row;
@@ -467,31 +478,10 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<Kind, Shape>) box_c
   __shared__ Column sorted[2][Shape::tile_rows][half];
 
   const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
-  const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, in_base = o.in_base, out_base = o.out_base;
+  const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
-  // This thread's elements of every input plane: their offsets within the
-  // plane (kOutside: cval), the same for each plane. Offsets may be negative.
-  constexpr int64_t kOutside = INT64_MIN;
-  int64_t plane_offset[Shape::loads];
-#pragma unroll
-  for (int l = 0; l < Shape::loads; ++l) {
-    const int e = threadIdx.x + l * kThreads;
-    const int64_t in_row = border_index(row0 + e / row_cols + a.lo[1], a.n[1], a.mode);
-    const int64_t in_col = border_index(x0 + e % row_cols + a.lo[2], a.n[2], a.mode);
-    plane_offset[l] = in_row < 0 || in_col < 0 ? kOutside : in_row * a.in_stride[1] + in_col * a.in_stride[2];
-  }
-  const V cval_key = Key::from(a.cval);
-  auto load_plane = [&](int64_t m) {
-    const int64_t jm = border_index(m, a.n[0], a.mode);
-    const char* src = a.in + in_base + jm * a.in_stride[0];
-#pragma unroll
-    for (int l = 0; l < Shape::loads; ++l) {
-      const int e = threadIdx.x + l * kThreads;
-      if (e < Shape::plane)
-        plane[e] = jm < 0 || plane_offset[l] == kOutside ? cval_key
-                                                  : Key::from(load_any(a.in_dtype, src + plane_offset[l], a.in_aligned));
-    }
-  };
+  const PlaneKeys<Key, Shape::loads, Shape::plane, row_cols> planes(a, o);
+  auto load_plane = [&](int64_t m) { planes.load(a, o, m, plane); };
 
   // This thread's columns: e = threadIdx.x + c kThreads below
   // Shape::columns, at tile row e / row_cols and column e % row_cols (the
