@@ -5,13 +5,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "core/hostdevice.hpp"
 #include "core/selection_network.hpp"
-
-#ifndef __CUDACC__
-#define __host__
-#define __device__
-#define __forceinline__ inline
-#endif
 
 namespace gpufilt::cuda {
 
@@ -20,28 +15,28 @@ namespace gpufilt::cuda {
 template <const ExchangeList& List>
 struct Exchanges {
   template <int Lo, int Hi, bool KeepMin, bool KeepMax, class V, int Cap>
-  static __host__ __device__ __forceinline__ void exchange_kept(V (&v)[Cap]) {
+  static GF_HD void exchange_kept(V (&v)[Cap]) {
     const V a = v[Lo], b = v[Hi];
     if constexpr (KeepMin) v[Lo] = a < b ? a : b;
     if constexpr (KeepMax) v[Hi] = a < b ? b : a;
   }
   template <class V, int Cap, size_t... I>
-  static __host__ __device__ __forceinline__ void apply(V (&v)[Cap], std::index_sequence<I...>) {
+  static GF_HD void apply(V (&v)[Cap], std::index_sequence<I...>) {
     (exchange_kept<List.items[I].lo, List.items[I].hi, List.items[I].keep_min, List.items[I].keep_max>(v), ...);
   }
   template <class V, int Cap>
-  static __host__ __device__ __forceinline__ void run(V (&v)[Cap]) {
+  static GF_HD void run(V (&v)[Cap]) {
     apply(v, std::make_index_sequence<List.count>());
   }
 };
 
 // dst[Offset + i] = src[Out.at[i]] for i < Count: a network's results in order.
 template <const Slots& Out, int Count, int Offset = 0, class V, int N, int M, int... I>
-__host__ __device__ __forceinline__ void pick_each(V (&dst)[N], const V (&src)[M], std::integer_sequence<int, I...>) {
+GF_HD void pick_each(V (&dst)[N], const V (&src)[M], std::integer_sequence<int, I...>) {
   ((dst[Offset + I] = src[std::integral_constant<int, Out.at[I]>::value]), ...);  // a constant, not a read of Out
 }
 template <const Slots& Out, int Count, int Offset = 0, class V, int N, int M>
-__host__ __device__ __forceinline__ void pick(V (&dst)[N], const V (&src)[M]) {
+GF_HD void pick(V (&dst)[N], const V (&src)[M]) {
   static_assert(Offset + Count <= N, "destination");
   pick_each<Out, Count, Offset>(dst, src, std::make_integer_sequence<int, Count>());
 }
@@ -62,7 +57,7 @@ struct ColumnMedian {
 
   // The KP values of a new plane ascending in place.
   template <class V>
-  static __host__ __device__ __forceinline__ void sort_run(V (&run)[KP]) {
+  static GF_HD void sort_run(V (&run)[KP]) {
     Exchanges<run_net>::run(run);
     V sorted[KP];
     pick<run_out, KP>(sorted, run);
@@ -71,7 +66,7 @@ struct ColumnMedian {
   }
   // The column ascending from its KM runs, each ascending, run after run.
   template <class V>
-  static __host__ __device__ __forceinline__ void merge_column(const V (&in)[rows], V (&column)[rows]) {
+  static GF_HD void merge_column(const V (&in)[rows], V (&column)[rows]) {
     V v[rows];
 #pragma unroll
     for (int i = 0; i < rows; ++i) v[i] = in[i];
@@ -81,7 +76,7 @@ struct ColumnMedian {
   // The medians of outputs 2p and 2p+1, from the sorted columns 2p ..
   // 2p+KX (column(c, v): column c ascending into v).
   template <class V, class Column>
-  static __host__ __device__ __forceinline__ void medians(const Column& column, V& first, V& second) {
+  static GF_HD void medians(const Column& column, V& first, V& second) {
     V w[runs * kept + 2 * rows];
 #pragma unroll
     for (int m = 0; m < runs; ++m) {  // columns 2m+1 and 2m+2 merged
