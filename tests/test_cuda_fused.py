@@ -234,7 +234,7 @@ def test_correlate1d_long_filters(axis, taps, rng):
     check("correlate1d", x, w, axis=axis, mode=str(rng.choice(FILTER_MODES)), cval=0.5)
 
 
-LONG_SHAPES = [(40, 37, 70), (3, 2, 150), (1, 300, 5), (150, 300), (40, 1)]
+LONG_SHAPES = [(40, 37, 70), (3, 2, 150), (1, 300, 5), (260, 3, 33), (150, 300), (40, 1)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
