@@ -722,9 +722,9 @@ __global__ void __launch_bounds__(kThreads, 3) plane_kernel(const __grid_constan
 // inputs are loaded while the current one is computed, so every warp keeps
 // loads in flight all along its march instead of loading everything, then
 // computing (ncu: that left the H100's DRAM 79% idle at 25% occupancy). Along
-// the last axis, row_kernel: a block stages row segments (plus halo) in
-// shared memory and each thread computes four neighbouring outputs from
-// values read as 16-byte vectors. column_kernel filters stage 0 of
+// the last axis, row_kernel: a block marches down rows the same way, each
+// row staged (plus halo) in shared memory, where each thread computes four
+// neighbouring outputs from values read as 16-byte vectors. column_kernel filters stage 0 of
 // FusedArgs' axes and walks stage 1 (the launcher swaps them for a pass along
 // stage 1): fixed indices keep the weights constant operands of the
 // multiply-adds, not registers hoisted out of the march (which spilled);
@@ -790,58 +790,77 @@ __global__ void __launch_bounds__(ColumnGeometry<Acc>::kThreads, ColumnGeometry<
 
 template <int TAPS, class Acc>
 struct RowGeometry {
-  static constexpr int kRows = 16;                         // rows a block filters
-  static constexpr int TX = 128;                           // outputs a row
+  static constexpr int kThreads = 128;
+  static constexpr int kRows = 16;                         // rows a block marches over
+  static constexpr int kQuad = 4;                          // outputs a thread computes a row
+  static constexpr int TX = kThreads * kQuad;              // outputs a row
   static constexpr int HX = TX + TAPS - 1;
-  static constexpr int kQuad = 4;                          // outputs a thread computes
   static constexpr int kVec = 16 / (int)sizeof(Acc);
   static constexpr int kRowValues = (kQuad + TAPS - 1 + kVec - 1) / kVec * kVec;
   static constexpr int HXP = TX - kQuad + kRowValues;      // a staged row's length: the last quad's reads fit
-  static constexpr int kStaged = kRows * HX;
-  static constexpr int kQuads = kRows * TX / kQuad;
+  static constexpr int kLoads = (HX + kThreads - 1) / kThreads;  // staged values a thread loads a row
+  static constexpr int kMinBlocks = sizeof(Acc) == 4 ? 6 : 3;     // registers without spills
   static_assert(TX % kQuad == 0 && HXP % kVec == 0, "aligned quads");
 };
 
+// A block owns TX columns of kRows rows and marches down them: while it
+// computes one row from shared memory, the next row's values are in flight
+// into registers, and are staged in the other half of a double buffer
+// (one barrier a row). The columns' border rules are resolved once.
 template <DType T, int TAPS, class Acc>
-__global__ void __launch_bounds__(kThreads, 3) row_kernel(const __grid_constant__ FusedArgs a) {
+__global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<TAPS, Acc>::kMinBlocks)
+    row_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
   using G = RowGeometry<TAPS, Acc>;
-  constexpr int TX = G::TX, HX = G::HX, HXP = G::HXP, Q = G::kQuad;
+  constexpr int HXP = G::HXP, Q = G::kQuad, L = G::kLoads;
   const FusedPass& p = a.pass[2];
-  __shared__ __align__(16) Acc rows[G::kRows * HXP];
-  __shared__ int64_t in_row[G::kRows], out_row[G::kRows];  // the block's rows: byte offsets
-  const int64_t x0 = (int64_t)blockIdx.x * TX, row0 = (int64_t)blockIdx.y * G::kRows;
+  __shared__ __align__(16) Acc rows[2][HXP];
+  const int64_t x0 = (int64_t)blockIdx.x * G::TX, row0 = (int64_t)blockIdx.y * G::kRows;
   const int64_t n_rows = a.n[0] * a.n[1];  // stages 0 and 1 flattened
-  if (threadIdx.x < G::kRows) {
-    const int64_t row = min(row0 + threadIdx.x, n_rows - 1);  // rows past the end: staged, not stored
-    in_row[threadIdx.x] = row / a.n[1] * a.in_step[0] + row % a.n[1] * a.in_step[1];
-    out_row[threadIdx.x] = row / a.n[1] * a.out_step[0] + row % a.n[1] * a.out_step[1];
-  }
-  __syncthreads();
-
+  const int row_count = (int)min((int64_t)G::kRows, n_rows - row0);
+  int64_t column[L];  // staged column threadIdx.x + j * kThreads: its input byte offset in a row, -1 for cval
 #pragma unroll
-  for (int j = 0; j < (G::kStaged + kThreads - 1) / kThreads; ++j) {
-    const int e = threadIdx.x + j * kThreads, r = e / HX, c = e % HX;
-    if (e >= G::kStaged) break;
-    const int64_t x = border_index(x0 - p.left + c, a.n[2], p.mode);
-    rows[r * HXP + c] = x < 0 ? (Acc)a.cval
-                              : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(a.in + in_row[r] + x * a.in_step[2])));
+  for (int j = 0; j < L; ++j) {
+    const int64_t x = border_index(x0 - p.left + threadIdx.x + j * G::kThreads, a.n[2], p.mode);
+    column[j] = x < 0 ? -1 : x * a.in_step[2];
   }
+  auto staged = [&](int j) { return threadIdx.x + j * G::kThreads < G::HX; };
+  Acc values[L];
+  auto fetch = [&](int64_t row) {
+    const char* in = a.in + row / a.n[1] * a.in_step[0] + row % a.n[1] * a.in_step[1];
+#pragma unroll
+    for (int j = 0; j < L; ++j)
+      if (staged(j))
+        values[j] = column[j] < 0 ? (Acc)a.cval : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(in + column[j])));
+  };
+  auto stash = [&](Acc* row) {
+#pragma unroll
+    for (int j = 0; j < L; ++j)
+      if (staged(j)) row[threadIdx.x + j * G::kThreads] = values[j];
+  };
+  fetch(row0);
+  stash(rows[0]);
   __syncthreads();
 
+  const int tx = threadIdx.x * Q;
+  const int64_t x = x0 + tx;
   with_kind(p, [&](auto kind) {
+#pragma unroll 1
+    for (int r = 0; r < row_count; ++r) {
+      if (r + 1 < row_count) fetch(row0 + r + 1);
+      if (x < a.n[2]) {
+        Acc v[G::kRowValues];
+        load_run<G::kRowValues, G::kVec>(rows[r & 1] + tx, v);
+        Run<S, Q> out;
 #pragma unroll
-    for (int j = 0; j < (G::kQuads + kThreads - 1) / kThreads; ++j) {
-      const int g = threadIdx.x + j * kThreads, r = g / (TX / Q), tx = g % (TX / Q) * Q;
-      const int64_t x = x0 + tx;
-      if (g >= G::kQuads || row0 + r >= n_rows || x >= a.n[2]) continue;
-      Acc v[G::kRowValues];
-      load_run<G::kRowValues, G::kVec>(rows + r * HXP + tx, v);
-      Run<S, Q> out;
-#pragma unroll
-      for (int i = 0; i < Q; ++i)
-        out.v[i] = storage_of<T>(pass_result<T, TAPS, decltype(kind), Acc>(p, [&](int k) { return v[i + k]; }));
-      store_run(a.out + out_row[r] + x * a.out_step[2], out, a.out_step[2], a.n[2] - x, a.run_stores);
+        for (int i = 0; i < Q; ++i)
+          out.v[i] = storage_of<T>(pass_result<T, TAPS, decltype(kind), Acc>(p, [&](int k) { return v[i + k]; }));
+        const int64_t row = row0 + r;
+        char* dst = a.out + row / a.n[1] * a.out_step[0] + row % a.n[1] * a.out_step[1] + x * a.out_step[2];
+        store_run(dst, out, a.out_step[2], a.n[2] - x, a.run_stores);
+      }
+      if (r + 1 < row_count) stash(rows[(r + 1) & 1]);  // read last at row r - 1, before the barrier
+      __syncthreads();
     }
   });
 }
@@ -1178,7 +1197,7 @@ struct LongPassLauncher {
       const int64_t gy = (a.n[0] * a.n[1] + G::kRows - 1) / G::kRows;
       if (gy > kMaxGridYZ) return false;
       a.run_stores = run_stores<T, G::kQuad>(a, out);
-      row_kernel<T, TAPS, Acc><<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy), kThreads, 0,
+      row_kernel<T, TAPS, Acc><<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy), G::kThreads, 0,
                                 stream>>>(a);
     } else {
       using G = ColumnGeometry<Acc>;
