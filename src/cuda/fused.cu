@@ -601,9 +601,13 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
 //      and stores them (as one vector where the output's rows allow it).
 // The same passes (apply_kind), rounding and halo rules as fused_kernel: the
 // same results to the bit.
-template <int TAPS, class Acc>
+template <DType T, int TAPS, class Acc>
 struct PlaneGeometry {
-  static constexpr int kRows = sizeof(Acc) == 4 ? 32 : 16;  // pass-0 results an item computes
+  // 8-bit data is latency bound, not bandwidth bound (ncu: loads waited on
+  // at 36% occupancy): shorter runs, fewer registers, more blocks an SM.
+  static constexpr bool kShortRuns = sizeof(Acc) == 8 || kEightBit<T>;
+  static constexpr int kRows = kShortRuns ? 16 : 32;        // pass-0 results an item computes
+  static constexpr int kMinBlocks = kEightBit<T> ? 4 : 3;
   static constexpr int TY = 2 * kRows;
   static constexpr int TX = (128 - (TAPS - 1)) / 4 * 4;  // a haloed row of at most 128 columns
   static constexpr int HX = TX + TAPS - 1;
@@ -650,9 +654,10 @@ __device__ __forceinline__ void store_run(char* p, const Run<S, Q>& out, int64_t
 }
 
 template <DType T, int TAPS, class Acc>
-__global__ void __launch_bounds__(kThreads, 3) plane_kernel(const __grid_constant__ FusedArgs a) {
+__global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlocks)
+    plane_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
-  using G = PlaneGeometry<TAPS, Acc>;
+  using G = PlaneGeometry<T, TAPS, Acc>;
   constexpr int TX = G::TX, HX = G::HX, HXP = G::HXP, R = G::kRows, Q = G::kQuad;
   const FusedPass &p0 = a.pass[0], &p1 = a.pass[2];  // a 2-D array's axes are stages 0 and 2
   const Acc cval = (Acc)a.cval;
@@ -1239,7 +1244,7 @@ template <DType T>
 struct PlaneLauncher {
   template <int TAPS, class Acc>
   static bool launch_tiles(FusedPlan plan, const ArrayDesc& out, cudaStream_t stream) {
-    using G = PlaneGeometry<TAPS, Acc>;
+    using G = PlaneGeometry<T, TAPS, Acc>;
     FusedArgs& a = plan.args;
     const int64_t gy = (a.n[0] + G::TY - 1) / G::TY;
     if (gy > kMaxGridYZ) return false;
