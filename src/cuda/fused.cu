@@ -729,11 +729,11 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 // computing (ncu: that left the H100's DRAM 79% idle at 25% occupancy). Along
 // the last axis, row_kernel: a block marches down rows the same way, each
 // row staged (plus halo) in shared memory, where each thread computes four
-// neighbouring outputs from values read as 16-byte vectors. column_kernel filters stage 0 of
-// FusedArgs' axes and walks stage 1 (the launcher swaps them for a pass along
-// stage 1): fixed indices keep the weights constant operands of the
-// multiply-adds, not registers hoisted out of the march (which spilled);
-// row_kernel filters stage 2.
+// neighbouring outputs from values read as 16-byte vectors. column_kernel
+// filters stage 0 of FusedArgs' axes and walks stage 1 (the launcher swaps
+// them for a pass along stage 1): fixed indices keep the weights constant
+// operands of the multiply-adds, not registers hoisted out of the march
+// (which spilled); row_kernel filters stage 2.
 template <class Acc>
 struct ColumnGeometry {
   static constexpr int kThreads = 128;

@@ -5,6 +5,7 @@
 // is linked statically), so it reports instead of throwing.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -108,17 +109,16 @@ cudaMemPool_t own_pool(int device) {
 
 // Raises `pool`'s release threshold to `bytes` when that is more than it keeps.
 void keep_reserved(cudaMemPool_t pool, int device, uint64_t bytes) {
-  static std::atomic<uint64_t> kept[kMaxDevices];
-  std::atomic<uint64_t>& slot = kept[device];  // device < kMaxDevices: own_pool made the pool
-  uint64_t now = slot.load(std::memory_order_relaxed);
-  if (now == 0) now = kPoolKeepBytes;
-  while (bytes > now) {
-    if (slot.compare_exchange_weak(now, bytes, std::memory_order_relaxed)) {
-      if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes) != cudaSuccess)
-        cudaGetLastError();  // the pool still works, trimming at each synchronisation
-      return;
-    }
+  static std::mutex mutex;
+  static uint64_t kept[kMaxDevices] = {};  // 0: kPoolKeepBytes, as own_pool set it
+  std::lock_guard<std::mutex> lock(mutex);
+  uint64_t& now = kept[device];  // device < kMaxDevices: own_pool made the pool
+  if (bytes <= std::max(now, kPoolKeepBytes)) return;
+  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes) != cudaSuccess) {
+    cudaGetLastError();  // the pool still works, trimming at each synchronisation
+    return;
   }
+  now = bytes;
 }
 
 }  // namespace
