@@ -31,8 +31,14 @@ call as a sample (a call slower than that runs once): 1 and 2 threads took
 is ~7 s), which run once whatever the thread counts. --small divides the
 timed arrays by 4 per axis too (a smoke test).
 
-Usage: python benchmarks/bench_cpu.py [--quick] [--small] [--threads 1,all]
-                                      [--cases SUBSTRING] [--json PATH]
+--preallocated gives gpufilt and scipy an output array allocated once per
+case (output=), as a program filtering many volumes would: a fresh 64 MiB
+output costs the operating system's page faults and zeroing at first touch
+and its unmapping when freed, a few milliseconds that do not shrink with
+threads and so cap the parallel efficiency of a plain call.
+
+Usage: python benchmarks/bench_cpu.py [--quick] [--small] [--preallocated]
+                                      [--threads 1,all] [--cases SUBSTRING] [--json PATH]
 """
 from __future__ import annotations
 
@@ -78,23 +84,23 @@ def build_cases(div=1):
         dims = f"{shape[0]}^{len(shape)}" if len(shape) > 1 else str(shape[0])
         return Case(f"{name} {dims} {dtype}", shape, dtype, call, **options)
     return [
-        case("gaussian_filter sigma=1", vol, "float32", lambda nd, x: nd.gaussian_filter(x, 1)),
-        case("gaussian_filter sigma=4", vol, "float32", lambda nd, x: nd.gaussian_filter(x, 4)),
-        case("uniform_filter size=3", vol, "float32", lambda nd, x: nd.uniform_filter(x, 3)),
-        case("uniform_filter size=9", vol, "float32", lambda nd, x: nd.uniform_filter(x, 9)),
-        case("sobel axis=0", vol, "float32", lambda nd, x: nd.sobel(x, axis=0)),
-        case("laplace", vol, "float32", lambda nd, x: nd.laplace(x)),
-        case("maximum_filter size=3", vol, "float32", lambda nd, x: nd.maximum_filter(x, 3)),
-        case("median_filter size=3", small_vol, "float32", lambda nd, x: nd.median_filter(x, 3)),
-        case("gaussian_filter sigma=2", img, "float32", lambda nd, x: nd.gaussian_filter(x, 2),
+        case("gaussian_filter sigma=1", vol, "float32", lambda nd, x, **kw: nd.gaussian_filter(x, 1, **kw)),
+        case("gaussian_filter sigma=4", vol, "float32", lambda nd, x, **kw: nd.gaussian_filter(x, 4, **kw)),
+        case("uniform_filter size=3", vol, "float32", lambda nd, x, **kw: nd.uniform_filter(x, 3, **kw)),
+        case("uniform_filter size=9", vol, "float32", lambda nd, x, **kw: nd.uniform_filter(x, 9, **kw)),
+        case("sobel axis=0", vol, "float32", lambda nd, x, **kw: nd.sobel(x, axis=0, **kw)),
+        case("laplace", vol, "float32", lambda nd, x, **kw: nd.laplace(x, **kw)),
+        case("maximum_filter size=3", vol, "float32", lambda nd, x, **kw: nd.maximum_filter(x, 3, **kw)),
+        case("median_filter size=3", small_vol, "float32", lambda nd, x, **kw: nd.median_filter(x, 3, **kw)),
+        case("gaussian_filter sigma=2", img, "float32", lambda nd, x, **kw: nd.gaussian_filter(x, 2, **kw),
              opencv=gaussian_blur(2)),
-        case("gaussian_filter sigma=2", img, "uint8", lambda nd, x: nd.gaussian_filter(x, 2),
+        case("gaussian_filter sigma=2", img, "uint8", lambda nd, x, **kw: nd.gaussian_filter(x, 2, **kw),
              opencv=gaussian_blur(2), opencv_int_tolerance=3),  # OpenCV: 8-bit fixed point
         case("median_filter size=5 nearest", img, "uint8",
-             lambda nd, x: nd.median_filter(x, 5, mode="nearest"),
+             lambda nd, x, **kw: nd.median_filter(x, 5, mode="nearest", **kw),
              opencv=lambda cv2, x: cv2.medianBlur(x, 5)),
         case("uniform_filter size=3 (per call)", (16,), "float32",
-             lambda nd, x: nd.uniform_filter(x, 3), per_call=True),
+             lambda nd, x, **kw: nd.uniform_filter(x, 3, **kw), per_call=True),
     ]
 
 
@@ -122,9 +128,22 @@ def load_libraries(threads):
     return libs
 
 
-def bind(case, libs):
-    """{library: call(x)} for the libraries that implement this case."""
-    calls = {name: (lambda x, nd=libs[name]: case.call(nd, x)) for name in ("gpufilt", "scipy")}
+def bind(case, libs, preallocated=False):
+    """{library: call(x)} for the libraries that implement this case; with
+    `preallocated`, gpufilt and scipy write into an output array each library
+    allocates once per shape (output=), except in the per-call case."""
+    def library_call(nd):
+        if not preallocated or case.per_call:
+            return lambda x: case.call(nd, x)
+        outputs = {}
+
+        def call(x):
+            key = (x.shape, x.dtype.str)
+            if key not in outputs:
+                outputs[key] = np.empty(x.shape, x.dtype)
+            return case.call(nd, x, output=outputs[key])
+        return call
+    calls = {name: library_call(libs[name]) for name in ("gpufilt", "scipy")}
     if case.opencv is not None and "opencv" in libs:
         calls["opencv"] = lambda x: case.opencv(libs["opencv"], x)
     return calls
@@ -154,7 +173,7 @@ def time_once_ms(call, x):
 def run_case(case, check_case, libs, args):
     """Checks (on check_case's array) and times one case for every library;
     returns its result record. scipy is timed only when args.time_scipy."""
-    calls = bind(case, libs)
+    calls = bind(case, libs, args.preallocated)
     record = {"case": case.name, "per_call": case.per_call,
               "checks": check(case, calls, random_array(check_case.shape, check_case.dtype)),
               "times": {}, "errors": {}}
@@ -211,7 +230,8 @@ def spawn_worker(threads, args, time_scipy):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "worker.json")
         flags = [flag for flag, on in (("--quick", args.quick), ("--small", args.small),
-                                       ("--time-scipy", time_scipy)) if on]
+                                       ("--preallocated", args.preallocated), ("--time-scipy", time_scipy))
+                 if on]
         command = [sys.executable, os.path.abspath(__file__), "--threads", str(threads),
                    "--worker", path, "--cases", args.cases] + flags
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
@@ -293,6 +313,9 @@ def parse_args(argv=None):
     parser.add_argument("--threads", default="1,all",
                         help="comma-separated thread counts; 'all' = os.cpu_count()")
     parser.add_argument("--cases", default="", help="run only cases whose name contains this")
+    parser.add_argument("--preallocated", action="store_true",
+                        help="gpufilt and scipy write into output arrays allocated once (output=): "
+                             "times without the cost of a fresh output's first touch")
     parser.add_argument("--json", help="write the results to this JSON file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one thread count
     parser.add_argument("--time-scipy", action="store_true", help=argparse.SUPPRESS)  # internal
@@ -310,7 +333,7 @@ def main(argv=None):
     print_report(rows)
     if args.json:
         _bench.write_json(args.json, {"info": info, "quick": args.quick, "small": args.small,
-                                      "runs": runs})
+                                      "preallocated": args.preallocated, "runs": runs})
     failed = sorted({row[0] for row in rows if "FAIL" in row[-1] or "ERROR" in row[-1]})
     if failed:
         print(f"\nFAIL/ERROR in {len(failed)} case(s): {', '.join(failed)}")
