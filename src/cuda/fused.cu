@@ -65,6 +65,8 @@ struct FusedPass {
   double weights[kMaxLongTaps] = {};
   float weights_f[kMaxLongTaps] = {};  // the same, for data summed in float
   float margin = 0;                // 8-bit data summed in float: see pass_results
+  double pair_sign = 1.0;          // symmetry as a factor: +1 or -1 (KindOf<Correlate, kEitherSymmetry>)
+  float pair_sign_f = 1.0f;
 };
 
 struct FusedArgs {
@@ -96,7 +98,11 @@ struct Arith<double> {
   static __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
   static __device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
   static __device__ __forceinline__ double sub(double a, double b) { return __dsub_rn(a, b); }
+  // a + sign * b for sign +1 or -1: the product is exact, so one rounding,
+  // the very add or sub (signed zeros and NaN included).
+  static __device__ __forceinline__ double add_signed(double a, double sign, double b) { return __fma_rn(sign, b, a); }
   static __device__ __forceinline__ double weight(const FusedPass& p, int k) { return p.weights[k]; }
+  static __device__ __forceinline__ double pair_sign(const FusedPass& p) { return p.pair_sign; }
 };
 
 template <>
@@ -104,7 +110,9 @@ struct Arith<float> {  // plain operators: ptxas contracts them into FMAs
   static __device__ __forceinline__ float mul(float a, float b) { return a * b; }
   static __device__ __forceinline__ float add(float a, float b) { return a + b; }
   static __device__ __forceinline__ float sub(float a, float b) { return a - b; }
+  static __device__ __forceinline__ float add_signed(float a, float sign, float b) { return __fmaf_rn(sign, b, a); }
   static __device__ __forceinline__ float weight(const FusedPass& p, int k) { return p.weights_f[k]; }
+  static __device__ __forceinline__ float pair_sign(const FusedPass& p) { return p.pair_sign_f; }
 };
 
 // A pass's kind (and a correlation's symmetry) as a type: kernels that
@@ -113,6 +121,11 @@ struct Arith<float> {  // plain operators: ptxas contracts them into FMAs
 // and keeps each kind's unrolled code in one straight run: a per-output switch
 // interleaves every kind's code and thrashes the instruction cache
 // (plane_kernel spent half its cycles waiting for instructions that way).
+// SYMMETRY kEitherSymmetry: a correlation, symmetric or antisymmetric, its
+// sign read at run time (FusedPass::pair_sign): one kernel for chains that
+// mix them (sobel, prewitt) without a branch.
+constexpr int kEitherSymmetry = 2;
+
 template <LineKind K, int SYMMETRY = 0>
 struct KindOf {
   static constexpr LineKind kind = K;
@@ -144,7 +157,9 @@ __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
     Acc sum = M::mul(x(c), M::weight(p, c));
 #pragma unroll
     for (int k = 0; k < c; ++k) {
-      const Acc pair = K::symmetry > 0 ? M::add(x(k), x(2 * c - k)) : M::sub(x(k), x(2 * c - k));
+      const Acc pair = K::symmetry == kEitherSymmetry ? M::add_signed(x(k), M::pair_sign(p), x(2 * c - k))
+                       : K::symmetry > 0               ? M::add(x(k), x(2 * c - k))
+                                                       : M::sub(x(k), x(2 * c - k));
       sum = M::add(sum, M::mul(pair, M::weight(p, k)));
     }
     return sum;
@@ -997,6 +1012,7 @@ FusedPass fused_pass(const LinePass& pass) {
   p.taps = (int)pass.taps();
   p.left = (int)pass.left();
   p.symmetry = pass.symmetry();
+  p.pair_sign = p.pair_sign_f = p.symmetry < 0 ? -1.0f : 1.0f;
   p.kind = pass.kind;
   p.mode = pass.mode;
   p.size = (double)pass.size;
@@ -1170,6 +1186,13 @@ LineKind shared_box_kind(const FusedArgs& a) {
   return kind;
 }
 
+// True when every pass is a symmetric or antisymmetric correlation (sobel, prewitt).
+bool signed_pairs(const FusedArgs& a) {
+  return std::all_of(a.pass, a.pass + 3, [](const FusedPass& p) {
+    return p.taps == 0 || (p.kind == LineKind::Correlate && p.symmetry != 0);
+  });
+}
+
 template <DType T, int TAPS>
 void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
@@ -1185,6 +1208,10 @@ void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
       }
       return launch(fused_kernel<T, TAPS, true>, plan, stream);
     }
+  }
+  if constexpr (T == DType::Float32 && TAPS == 3) {  // derivatives of float32 volumes, summed in double
+    if (signed_pairs(plan.args))
+      return launch(fused_kernel<T, 3, false, KindOf<LineKind::Correlate, kEitherSymmetry>>, plan, stream);
   }
   launch(fused_kernel<T, TAPS, false>, plan, stream);
 }
