@@ -987,11 +987,12 @@ __global__ void __launch_bounds__(kThreads, 3) laplace_kernel(const __grid_const
     for (int i = 0; i < kMaxOutputs; ++i) {
       if (m.b_index[i] < 0) continue;
       const int c = m.b_index[i] + row_above + 1;  // the output's own column in the halo
-      const int x_index = c % HX;
-      const int64_t x = x0 - 1 + x_index;
-      const bool x_cval = a.pass[2].mode == Mode::Constant;
-      const Acc left = x_cval && x == 0 ? cval : mid[c - 1];
-      const Acc right = x_cval && x + 1 == a.n[2] ? cval : mid[c + 1];
+      Acc left = mid[c - 1], right = mid[c + 1];
+      if (a.pass[2].mode == Mode::Constant) {  // the same for the whole grid; the division only here
+        const int64_t x = x0 + m.b_index[i] % HX;
+        if (x == 0) left = cval;
+        if (x + 1 == a.n[2]) right = cval;
+      }
       S sum = rounded(second_difference(ring[below * columns + c], mid[c], ring[above * columns + c]));
       if (row_above) {
         const S d1 = rounded(second_difference(mid[c - HX], mid[c], mid[c + HX]));
