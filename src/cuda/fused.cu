@@ -477,6 +477,16 @@ __device__ __forceinline__ void store_run(char* p, const Run<S, Q>& out, int64_t
   }
 }
 
+// store_run of Q neighbouring results held in Acc, each converted to T.
+template <DType T, int Q, class Acc>
+__device__ __forceinline__ void store_results(char* p, const Acc (&results)[Q], int64_t step, int64_t remaining,
+                                              bool whole) {
+  Run<typename storage<T>::type, Q> out;
+#pragma unroll
+  for (int i = 0; i < Q; ++i) out.v[i] = storage_of<T>(results[i]);
+  store_run(p, out, step, remaining, whole);
+}
+
 // ---- register-blocked chains of three passes over a 3-D array --------------------
 //
 // Gaussian sigma 1 and uniform size 9 filters of a 3-D float32 or float16
@@ -657,14 +667,13 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
         const int dz = zy / TY, ty = zy % TY;
         const int64_t z = first + (int64_t)s * Z + dz, y = y0 + ty, x = x0 + qx;
         if (s * Z + dz >= planes || y >= a.n[1] || x >= a.n[2]) continue;
-        Acc v[G::kRowValues];
+        Acc v[G::kRowValues], results[G::kQuad];
         load_run<G::kRowValues, G::kVec>(B + zy * HX + qx, v);
-        Run<S, G::kQuad> out;
 #pragma unroll
         for (int q = 0; q < G::kQuad; ++q)
-          out.v[q] = storage_of<T>(apply_kind<Acc, TAPS, decltype(kind)>(p2, [&](int k) { return v[q + k]; }));
-        store_run(a.out + z * a.out_step[0] + y * a.out_step[1] + x * a.out_step[2], out, a.out_step[2], a.n[2] - x,
-                  a.run_stores);
+          results[q] = apply_kind<Acc, TAPS, decltype(kind)>(p2, [&](int k) { return v[q + k]; });
+        store_results<T>(a.out + z * a.out_step[0] + y * a.out_step[1] + x * a.out_step[2], results, a.out_step[2],
+                         a.n[2] - x, a.run_stores);
       }
     });
   }
@@ -767,10 +776,8 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 #pragma unroll
         for (int i = 0; i < Q; ++i) results[i] = v[i];
       }
-      Run<S, Q> out;
-#pragma unroll
-      for (int i = 0; i < Q; ++i) out.v[i] = storage_of<T>(results[i]);
-      store_run(a.out + y * a.out_step[0] + x * a.out_step[2], out, a.out_step[2], a.n[2] - x, a.run_stores);
+      store_results<T>(a.out + y * a.out_step[0] + x * a.out_step[2], results, a.out_step[2], a.n[2] - x,
+                       a.run_stores);
     }
   });
 }
@@ -891,8 +898,11 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
   }
   auto staged = [&](int j) { return threadIdx.x + j * G::kThreads < G::HX; };
   Acc values[L];
+  int64_t fetched_out = 0;  // the output byte offset of the row fetch loaded last
   auto fetch = [&](int64_t row) {
-    const char* in = a.in + row / a.n[1] * a.in_step[0] + row % a.n[1] * a.in_step[1];
+    const int64_t plane = row / a.n[1], line = row - plane * a.n[1];  // one division a row
+    fetched_out = plane * a.out_step[0] + line * a.out_step[1];
+    const char* in = a.in + plane * a.in_step[0] + line * a.in_step[1];
 #pragma unroll
     for (int j = 0; j < L; ++j)
       if (staged(j))
@@ -912,18 +922,14 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
   with_kind(p, [&](auto kind) {
 #pragma unroll 1
     for (int r = 0; r < row_count; ++r) {
+      const int64_t out_row = fetched_out;  // row r's, before fetch moves on to row r + 1
       if (r + 1 < row_count) fetch(row0 + r + 1);
       if (x < a.n[2]) {
         Acc v[G::kRowValues];
         load_run<G::kRowValues, G::kVec>(rows[r & 1] + tx, v);
         Acc results[Q];
         pass_results<T, TAPS, decltype(kind), Acc>(p, [&](int i, int k) { return v[i + k]; }, results);
-        Run<S, Q> out;
-#pragma unroll
-        for (int i = 0; i < Q; ++i) out.v[i] = storage_of<T>(results[i]);
-        const int64_t row = row0 + r;
-        char* dst = a.out + row / a.n[1] * a.out_step[0] + row % a.n[1] * a.out_step[1] + x * a.out_step[2];
-        store_run(dst, out, a.out_step[2], a.n[2] - x, a.run_stores);
+        store_results<T>(a.out + out_row + x * a.out_step[2], results, a.out_step[2], a.n[2] - x, a.run_stores);
       }
       if (r + 1 < row_count) stash(rows[(r + 1) & 1]);  // read last at row r - 1, before the barrier
       __syncthreads();
