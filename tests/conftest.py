@@ -39,6 +39,24 @@ def rng():
     return np.random.default_rng(SEED)
 
 
+def _cpu_isas():
+    """The vector instruction sets whose copies of the CPU kernels run here
+    (core/cpu_isa.hpp): every level up to the widest this CPU supports."""
+    from gpufilt import _core
+    levels = ["baseline", "avx2", "avx512"]
+    return levels[:levels.index(_core.cpu_isa_info()["isa_supported"]) + 1]
+
+
+@pytest.fixture(params=_cpu_isas())
+def cpu_isa(request):
+    """Runs a test with the CPU kernels capped at each level in turn, so
+    that every compiled copy of them is checked on this machine."""
+    from gpufilt import _core
+    before = _core._set_cpu_isa(request.param)
+    yield request.param
+    _core._set_cpu_isa(before)
+
+
 @pytest.fixture
 def jax_gpu():
     """(jax, its first GPU device); skips without jax or a jax GPU."""

@@ -30,6 +30,9 @@ from gpufilt import ndimage as gnd
 
 from _helpers import MODES, assert_matches, random_array, scipy_reference
 
+# Every copy of the CPU kernels (baseline, AVX2, AVX-512: conftest.cpu_isa).
+pytestmark = pytest.mark.usefixtures("cpu_isa")
+
 SHAPES_3D = [(34, 33, 31), (3, 130, 129), (130, 129, 2), (200, 5, 40), (1, 200, 190)]
 LAYOUTS = ["C", "F", "strided", "transposed"]
 

@@ -15,6 +15,9 @@ from gpufilt import ndimage as gnd
 from _helpers import (ALL_DTYPES, COMPLEX_DTYPES, FLOAT_DTYPES, INT_DTYPES, MODES,
                       assert_matches, random_array, scipy_reference, weights_for)
 
+# Every copy of the CPU kernels (baseline, AVX2, AVX-512: conftest.cpu_isa).
+pytestmark = pytest.mark.usefixtures("cpu_isa")
+
 FUNCTIONS = ["correlate1d", "convolve1d", "gaussian_filter1d", "gaussian_filter",
              "uniform_filter1d", "uniform_filter"]
 

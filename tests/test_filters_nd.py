@@ -27,6 +27,9 @@ from _helpers import (COMPLEX_DTYPES, FLOAT_DTYPES, INT_DTYPES, MODES, assert_ma
 from test_errors import untouched
 from test_filters_cpu import LAYOUTS, OVERLAPS, _overlapping_pairs, make_layout
 
+# Every copy of the CPU kernels (baseline, AVX2, AVX-512: conftest.cpu_isa).
+pytestmark = pytest.mark.usefixtures("cpu_isa")
+
 REAL_DTYPES = INT_DTYPES + FLOAT_DTYPES
 
 WEIGHTED = ["correlate", "convolve"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import gpufilt
+from gpufilt import _core
 
 from _helpers import CUDA_BUILT, CUDA_USABLE
 
@@ -22,6 +24,27 @@ def test_info_has_documented_keys(facts):
     assert {"version", "build", "cuda", "libraries"} <= set(facts)
     assert {"cuda", "openmp"} <= set(facts["build"])
     assert {"usable", "unusable_reason", "devices"} <= set(facts["cuda"])
+
+
+def test_info_reports_the_cpu_kernels_vector_instructions(facts):
+    levels = ["baseline", "avx2", "avx512"]
+    assert facts["cpu"]["isa"] in levels
+    assert levels.index(facts["cpu"]["isa"]) <= levels.index(facts["cpu"]["isa_supported"])
+
+
+def test_gpufilt_cpu_isa_caps_the_cpu_kernels():
+    code = "import gpufilt; print(gpufilt.info()['cpu']['isa'])"
+    env = dict(os.environ, GPUFILT_CPU_ISA="baseline")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "baseline"
+
+
+def test_setting_an_unknown_cpu_isa_raises_and_keeps_the_cap():
+    before = gpufilt.info()["cpu"]["isa"]
+    with pytest.raises(ValueError, match="isa must be 'baseline', 'avx2' or 'avx512'"):
+        _core._set_cpu_isa("sse9")
+    assert gpufilt.info()["cpu"]["isa"] == before
 
 
 def test_info_version_is_the_package_version(facts):

@@ -21,8 +21,10 @@ def _library_versions():
 
 def info() -> dict:
     """Build and runtime facts: gpufilt version; build (CUDA on/off,
-    architectures, compilers, OpenMP); the CUDA driver, runtime and devices,
-    or the exact reason no device is usable; versions of the array libraries."""
+    architectures, compilers, OpenMP); the vector instructions the CPU
+    kernels use and the CPU supports ("cpu": "baseline", "avx2" or "avx512";
+    GPUFILT_CPU_ISA caps them); the CUDA driver, runtime and devices, or the
+    exact reason no device is usable; versions of the array libraries."""
     build = dict(_core.build_info())
     cuda = _dispatch._cuda
     if cuda is None:
@@ -38,6 +40,7 @@ def info() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "build": build,
+        "cpu": dict(_core.cpu_isa_info()),
         "cuda": runtime,
         "libraries": _library_versions(),
     }

@@ -7,6 +7,7 @@
 #include "bindings/export.hpp"
 #include "bindings/ops_matmul.hpp"
 #include "core/cpu_backend.hpp"
+#include "core/cpu_isa.hpp"
 
 namespace py = pybind11;
 using namespace gpufilt;
@@ -37,6 +38,25 @@ py::dict build_info() {
   return d;
 }
 
+// The vector instructions of the CPU kernels (core/cpu_isa.hpp).
+py::dict cpu_isa_info() {
+  py::dict d;
+  d["isa"] = cpu_isa_name(cpu_isa());
+  d["isa_supported"] = cpu_isa_name(cpu_isa_supported());
+  return d;
+}
+
+// Caps the instructions the CPU kernels use (tests run each copy); returns
+// the cap's name before.
+std::string set_cpu_isa(const std::string& name) {
+  CpuIsa isa;
+  if (!cpu_isa_from_name(name.c_str(), isa))
+    throw py::value_error("isa must be 'baseline', 'avx2' or 'avx512', got '" + name + "'");
+  const std::string before = cpu_isa_name(cpu_isa_cap());
+  set_cpu_isa_cap(isa);
+  return before;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -49,4 +69,7 @@ PYBIND11_MODULE(_core, m) {
   register_matmul<CpuPolicy>(m);
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
+  m.def("cpu_isa_info", &cpu_isa_info, "The vector instructions the CPU kernels use and the CPU supports.");
+  m.def("_set_cpu_isa", &set_cpu_isa, py::arg("isa"),
+        "Caps the vector instructions of the CPU kernels ('baseline', 'avx2', 'avx512'); returns the cap before.");
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_isa.hpp"
 #include "core/cpu_lines.hpp"
 #include "core/parallel.hpp"
 #if defined(GPUFILT_OPENMP)
@@ -281,9 +282,9 @@ bool float_weights(const RowPass<double>& p, FloatWeights& f) {
   return eight_bit_float_margin(p.weights, p.taps, p.symmetry, std::is_signed_v<R>, f.margin);
 }
 
-// True when the `bytes` (at most 32) at p are all zero.
+// True when the `bytes` (at most 64) at p are all zero.
 GF_INLINE bool all_zero(const void* p, size_t bytes) {
-  uint64_t words[4] = {}, any = 0;
+  uint64_t words[8] = {}, any = 0;
   std::memcpy(words, p, bytes);
   for (uint64_t w : words) any |= w;
   return any == 0;
@@ -296,17 +297,23 @@ template <int Bytes, class R, class Taps>
 __attribute__((noinline, noclone)) void exact_rows(Taps ext, int64_t count, const RowPass<double>& p, float* res) {
   correlate_rows_in_order<Bytes, R>(ext, count, p, res);
 }
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(GPUFILT_ISA_COPIES)
 template <class R, class Taps>
-__attribute__((noinline, noclone, target("avx2"), flatten)) void exact_rows_avx2(Taps ext, int64_t count,
-                                                                        const RowPass<double>& p, float* res) {
+__attribute__((noinline, noclone)) GF_AVX2 void exact_rows_avx2(Taps ext, int64_t count, const RowPass<double>& p,
+                                                               float* res) {
   correlate_rows_in_order<32, R>(ext, count, p, res);
+}
+template <class R, class Taps>
+__attribute__((noinline, noclone)) GF_AVX512 void exact_rows_avx512(Taps ext, int64_t count,
+                                                                   const RowPass<double>& p, float* res) {
+  correlate_rows_in_order<64, R>(ext, count, p, res);
 }
 #endif
 template <int Bytes, class R, class Taps>
 GF_INLINE void exact_rows_of(Taps ext, int64_t count, const RowPass<double>& p, float* res) {
-#if defined(__GNUC__) && defined(__x86_64__)
-  if constexpr (Bytes == 32) exact_rows_avx2<R>(ext, count, p, res);
+#if defined(GPUFILT_ISA_COPIES)
+  if constexpr (Bytes == 64) exact_rows_avx512<R>(ext, count, p, res);
+  else if constexpr (Bytes == 32) exact_rows_avx2<R>(ext, count, p, res);
   else
 #endif
     exact_rows<Bytes, R>(ext, count, p, res);
@@ -498,31 +505,37 @@ void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowP
 template <class E>
 using FilterRows = void (*)(const E*, int64_t, int64_t, int64_t, const RowPass<E>&, E*, E*);
 
-// The kernels are also compiled for AVX2 (four doubles or eight floats per
-// instruction) and chosen at run time. The float ones fuse multiply-adds as
-// DESIGN.md's float tolerance allows; the double ones never: an FMA rounds
-// once where scipy rounds twice. `flatten` inlines the kernels into the copy.
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,fma"), flatten)) void filter_rows_avx2(const float* ext, int64_t i0, int64_t i1,
-                                                                  int64_t lanes, const RowPass<float>& pass,
-                                                                  float* sums, float* res) {
+// The kernels are also compiled for AVX2 and AVX-512 (cpu_isa.hpp): four
+// or eight doubles, eight or sixteen floats per instruction. The float ones
+// fuse multiply-adds as DESIGN.md's float tolerance allows; the double ones
+// never: an FMA rounds once where scipy rounds twice.
+#if defined(GPUFILT_ISA_COPIES)
+GF_AVX2_FMA void filter_rows_avx2(const float* ext, int64_t i0, int64_t i1, int64_t lanes,
+                                  const RowPass<float>& pass, float* sums, float* res) {
   filter_rows<float, 32>(ext, i0, i1, lanes, pass, sums, res);
 }
-__attribute__((target("avx2"), flatten)) void filter_rows_avx2(const double* ext, int64_t i0, int64_t i1,
-                                                              int64_t lanes, const RowPass<double>& pass,
-                                                              double* sums, double* res) {
+GF_AVX2 void filter_rows_avx2(const double* ext, int64_t i0, int64_t i1, int64_t lanes, const RowPass<double>& pass,
+                              double* sums, double* res) {
   filter_rows<double, 32>(ext, i0, i1, lanes, pass, sums, res);
+}
+GF_AVX512_FMA void filter_rows_avx512(const float* ext, int64_t i0, int64_t i1, int64_t lanes,
+                                      const RowPass<float>& pass, float* sums, float* res) {
+  filter_rows<float, 64>(ext, i0, i1, lanes, pass, sums, res);
+}
+GF_AVX512 void filter_rows_avx512(const double* ext, int64_t i0, int64_t i1, int64_t lanes,
+                                  const RowPass<double>& pass, double* sums, double* res) {
+  filter_rows<double, 64>(ext, i0, i1, lanes, pass, sums, res);
 }
 #endif
 
 template <class E>
 FilterRows<E> row_kernel() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  if (avx2) return static_cast<FilterRows<E>>(&filter_rows_avx2);
+#if defined(GPUFILT_ISA_COPIES)
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512: return static_cast<FilterRows<E>>(&filter_rows_avx512);
+    case CpuIsa::Avx2: return static_cast<FilterRows<E>>(&filter_rows_avx2);
+    case CpuIsa::Baseline: break;
+  }
 #endif
   return &filter_rows<E, 16>;
 }
@@ -565,30 +578,37 @@ using FilterSpan = void (*)(const Src* const*, int64_t, const RowPass<E>&, D*, D
 template <class Src, class E, class D, class R>
 constexpr bool kFusesMultiplyAdds = std::is_same_v<E, float> || (kInt8<R> && std::is_same_v<Src, float>);
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(GPUFILT_ISA_COPIES)
 // As filter_rows_avx2: FMA for float sums only.
 template <class Src, class E, class D, class R>
-__attribute__((target("avx2,fma"), flatten)) void filter_span_avx2_fma(const Src* const* rows, int64_t count,
-                                                                      const RowPass<E>& pass, D* res, D* res1) {
+GF_AVX2_FMA void filter_span_avx2_fma(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res,
+                                      D* res1) {
   filter_span<Src, E, D, 32, R>(rows, count, pass, res, res1);
 }
 template <class Src, class E, class D, class R>
-__attribute__((target("avx2"), flatten)) void filter_span_avx2(const Src* const* rows, int64_t count,
-                                                              const RowPass<E>& pass, D* res, D* res1) {
+GF_AVX2 void filter_span_avx2(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res, D* res1) {
   filter_span<Src, E, D, 32, R>(rows, count, pass, res, res1);
+}
+template <class Src, class E, class D, class R>
+GF_AVX512_FMA void filter_span_avx512_fma(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res,
+                                          D* res1) {
+  filter_span<Src, E, D, 64, R>(rows, count, pass, res, res1);
+}
+template <class Src, class E, class D, class R>
+GF_AVX512 void filter_span_avx512(const Src* const* rows, int64_t count, const RowPass<E>& pass, D* res,
+                                  D* res1) {
+  filter_span<Src, E, D, 64, R>(rows, count, pass, res, res1);
 }
 #endif
 
 template <class Src, class E, class D, class R = void>
 FilterSpan<Src, E, D> span_kernel() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  if (avx2) {
-    if constexpr (kFusesMultiplyAdds<Src, E, D, R>) return &filter_span_avx2_fma<Src, E, D, R>;
-    else return &filter_span_avx2<Src, E, D, R>;
+#if defined(GPUFILT_ISA_COPIES)
+  constexpr bool fma = kFusesMultiplyAdds<Src, E, D, R>;
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512: return fma ? &filter_span_avx512_fma<Src, E, D, R> : &filter_span_avx512<Src, E, D, R>;
+    case CpuIsa::Avx2: return fma ? &filter_span_avx2_fma<Src, E, D, R> : &filter_span_avx2<Src, E, D, R>;
+    case CpuIsa::Baseline: break;
   }
 #endif
   return &filter_span<Src, E, D, 16, R>;
@@ -596,20 +616,24 @@ FilterSpan<Src, E, D> span_kernel() {
 
 using MeanPair = void (*)(const float* const*, int64_t, int64_t, float*, float*);
 
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2"), flatten)) void window_mean_pair_avx2(const float* const* rows, int64_t count,
-                                                                   int64_t size, float* res0, float* res1) {
+#if defined(GPUFILT_ISA_COPIES)
+GF_AVX2 void window_mean_pair_avx2(const float* const* rows, int64_t count, int64_t size, float* res0,
+                                   float* res1) {
   window_mean_pair<32>(rows, count, size, res0, res1);
+}
+GF_AVX512 void window_mean_pair_avx512(const float* const* rows, int64_t count, int64_t size, float* res0,
+                                       float* res1) {
+  window_mean_pair<64>(rows, count, size, res0, res1);
 }
 #endif
 
 MeanPair mean_pair_kernel() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-  }();
-  if (avx2) return &window_mean_pair_avx2;
+#if defined(GPUFILT_ISA_COPIES)
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512: return &window_mean_pair_avx512;
+    case CpuIsa::Avx2: return &window_mean_pair_avx2;
+    case CpuIsa::Baseline: break;
+  }
 #endif
   return &window_mean_pair<16>;
 }
@@ -791,8 +815,7 @@ class PlaneWorker {
     e_rows_.resize(taps);
     taps_row_.resize(taps);
     if (c.has_across) {
-      pairs_ = std::is_same_v<S, float> && std::is_same_v<E, float> && c.across.kind == LineKind::Uniform &&
-               c.across.taps >= 4 && !uses_ring();
+      pairs_ = !uses_ring() && (c.across.kind == LineKind::Correlate || float_window_mean(c.across));
       if (pairs_) next_.resize(plane_);
       wanted_.resize(c.across.taps + 1);
       if (uses_ring()) {
@@ -940,9 +963,32 @@ class PlaneWorker {
     return slot;
   }
 
-  // Output plane z: the march pass, then the passes after it. A float
-  // window mean read in place computes planes z and z + 1 together (their
-  // windows share all rows but two) while z + 1 is in the run.
+  static bool float_window_mean(const PlanePass<E>& p) {
+    return std::is_same_v<S, float> && std::is_same_v<E, float> && p.kind == LineKind::Uniform && p.taps >= 4;
+  }
+
+  // Rows of output planes z and z + 1 from the taps + 1 rows of input that
+  // their windows span (nullptr: cval), each row loaded once for both.
+  void pair_rows(const S** taps, const RowPass<E>& rp, S* dst0, S* dst1) {
+    const int64_t n = rp.taps + 1;
+    const bool any_cval = std::find(taps, taps + n, nullptr) != taps + n;
+    if constexpr (std::is_same_v<S, E>) {
+      for (int64_t k = 0; k < n; ++k)
+        if (!taps[k]) taps[k] = cval_row_.data();
+    } else if (any_cval) {  // in E, where cval has its full precision: row by row
+      filter_row(taps, c_.nx, rp, dst0);
+      return filter_row(taps + 1, c_.nx, rp, dst1);
+    }
+    if constexpr (std::is_same_v<S, float> && std::is_same_v<E, float>)
+      if (rp.kind == LineKind::Uniform) return mean_pair_(taps, c_.nx, rp.size, dst0, dst1);
+    direct_(taps, c_.nx, rp, dst0, dst1);
+  }
+
+  // Output plane z: the march pass, then the passes after it. A march pass
+  // that reads the input in place (a correlation, or a float window mean)
+  // computes planes z and z + 1 together (their windows share all rows but
+  // two) while z + 1 is in the run: each input row is loaded from beyond L2
+  // half as often.
   void across_plane(int64_t z, int64_t z1) {
     const PlanePass<E>& p = c_.across;
     const bool last = c_.after.empty();
@@ -964,15 +1010,8 @@ class PlaneWorker {
           taps_[k] = wanted_[k] < 0 ? nullptr
                      : uses_ring() ? slots_[k] + y * c_.nx
                                    : rows_of(*c_.in, wanted_[k]).row(y);
-        if constexpr (std::is_same_v<S, float> && std::is_same_v<E, float>) {
-          if (pair) {
-            for (int64_t k = 0; k < taps; ++k)
-              if (!taps_[k]) taps_[k] = cval_row_.data();
-            mean_pair_(taps_.data(), c_.nx, p.size, dst.row(y), dst1.row(y));
-            continue;
-          }
-        }
-        filter_row(taps_.data(), c_.nx, rp, dst.row(y));
+        if (pair) pair_rows(taps_.data(), rp, dst.row(y), dst1.row(y));
+        else filter_row(taps_.data(), c_.nx, rp, dst.row(y));
       }
       if (pair) pending_ = z + 1;
     }
@@ -985,7 +1024,7 @@ class PlaneWorker {
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const MeanPair mean_pair_ = mean_pair_kernel();
-  bool pairs_ = false;    // the march pass is a float window mean read in place: two planes at a time
+  bool pairs_ = false;    // the march pass reads the input in place: two planes at a time (pair_rows)
   int64_t pending_ = -1;  // the plane whose march pass is in next_ (or already in the output)
   std::vector<S> a_, b_, next_, ring_;
   std::vector<E> ext_, cval_row_;
@@ -1113,25 +1152,21 @@ template <class S>
 using LoadRun = void (*)(const char*, int64_t, int64_t, S*);
 template <class S>
 using StoreRun = void (*)(const S*, char*, int64_t, int64_t);
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(GPUFILT_ISA_COPIES)
 // The conversions of 8-bit data take twice the values per instruction.
 template <class St, class S>
-__attribute__((target("avx2"), flatten)) void load_run_avx2(const char* src, int64_t stride, int64_t n, S* dst) {
+GF_AVX2 void load_run_avx2(const char* src, int64_t stride, int64_t n, S* dst) {
   load_run<St>(src, stride, n, dst);
 }
 template <class St, class S>
-__attribute__((target("avx2"), flatten)) void store_run_avx2(const S* src, char* dst, int64_t stride, int64_t n) {
+GF_AVX2 void store_run_avx2(const S* src, char* dst, int64_t stride, int64_t n) {
   store_run<St>(src, dst, stride, n);
 }
 #endif
 template <class St, class S>
 std::pair<LoadRun<S>, StoreRun<S>> run_kernels() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-  }();
-  if (avx2) return {&load_run_avx2<St, S>, &store_run_avx2<St, S>};
+#if defined(GPUFILT_ISA_COPIES)
+  if (cpu_isa() >= CpuIsa::Avx2) return {&load_run_avx2<St, S>, &store_run_avx2<St, S>};
 #endif
   return {&load_run<St, S>, &store_run<St, S>};
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/cpu_backend.hpp"
+#include "core/cpu_isa.hpp"
 #include "core/cpu_lines.hpp"
 #include "core/parallel.hpp"
 #include "core/selection_network.hpp"
@@ -322,36 +323,23 @@ void box_rank_line(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
   }
 }
 
-bool cpu_has_avx2() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-  }();
-  return avx2;
-#else
-  return false;
-#endif
-}
-
 template <class E>
 using BoxRankLine = void (*)(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res);
 
 // The AVX2 copy (32 bytes per compare) where the CPU has AVX2. Moves and
 // comparisons only: the results are the same. `flatten` inlines the kernel
 // into the copy.
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(GPUFILT_ISA_COPIES)
 template <class Plan, class E>
-__attribute__((target("avx2"), flatten)) void box_rank_line_avx2(const E* const* rows, int64_t n,
-                                                                BoxBuffers<E>& b, E* res) {
+GF_AVX2 void box_rank_line_avx2(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
   box_rank_line<Plan, 32>(rows, n, b, res);
 }
 #endif
 
 template <class Plan, class E>
 BoxRankLine<E> box_rank_line_for_cpu() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  if (cpu_has_avx2()) return &box_rank_line_avx2<Plan, E>;
+#if defined(GPUFILT_ISA_COPIES)
+  if (cpu_isa() >= CpuIsa::Avx2) return &box_rank_line_avx2<Plan, E>;
 #endif
   return &box_rank_line<Plan, 16, E>;
 }
@@ -532,20 +520,19 @@ using ReduceLine = void (*)(const Footprint&, const LinePlan&, const SelectionNe
 // For the narrow types the kernels are also compiled for AVX2 (32 bytes per
 // compare) and chosen at run time. Moves and comparisons only: the results
 // are the same. `flatten` inlines the kernels into the AVX2 copy.
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(GPUFILT_ISA_COPIES)
 template <class E>
-__attribute__((target("avx2"), flatten)) void reduce_line_avx2(const Footprint& f, const LinePlan& plan,
-                                                              const SelectionNetwork& network, int64_t n,
-                                                              Scratch<E>& s, E* res) {
+GF_AVX2 void reduce_line_avx2(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network,
+                              int64_t n, Scratch<E>& s, E* res) {
   reduce_line<E, 32>(f, plan, network, n, s, res);
 }
 #endif
 
 template <class E>
 ReduceLine<E> line_reducer() {
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(GPUFILT_ISA_COPIES)
   if constexpr (!std::is_same_v<E, double>) {
-    if (cpu_has_avx2()) return &reduce_line_avx2<E>;
+    if (cpu_isa() >= CpuIsa::Avx2) return &reduce_line_avx2<E>;
   }
 #endif
   return &reduce_line<E, 16>;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cpu_backend.hpp"
+#include "core/cpu_isa.hpp"
 #include "core/cpu_lines.hpp"
 #include "core/elementwise.hpp"
 
@@ -66,24 +67,29 @@ struct LaplaceRows {
   static void plain_span(const S* const* lo, const S* mid, const S* const* hi, int64_t i0, int64_t i1, S* result) {
     span<ND>(lo, mid, hi, i0, i1, result);
   }
-#if defined(__GNUC__) && defined(__x86_64__)
-  // Four doubles per instruction; no FMA (-2 x is exact, so it would not
-  // change a result, but the rule of the other kernels stays simple).
+#if defined(GPUFILT_ISA_COPIES)
+  // Four or eight doubles per instruction (cpu_isa.hpp); no FMA (-2 x is
+  // exact, so it would not change a result, but the rule of the other
+  // kernels stays simple).
   template <int ND>
-  __attribute__((target("avx2"), flatten)) static void avx2_span(const S* const* lo, const S* mid,
-                                                                const S* const* hi, int64_t i0, int64_t i1,
-                                                                S* result) {
+  GF_AVX2 static void avx2_span(const S* const* lo, const S* mid, const S* const* hi, int64_t i0, int64_t i1,
+                                S* result) {
+    span<ND>(lo, mid, hi, i0, i1, result);
+  }
+  template <int ND>
+  GF_AVX512 static void avx512_span(const S* const* lo, const S* mid, const S* const* hi, int64_t i0, int64_t i1,
+                                    S* result) {
     span<ND>(lo, mid, hi, i0, i1, result);
   }
 #endif
   template <int ND>
   static Span span_kernel() {
-#if defined(__GNUC__) && defined(__x86_64__)
-    static const bool avx2 = [] {
-      __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2");
-    }();
-    if (avx2) return &avx2_span<ND>;
+#if defined(GPUFILT_ISA_COPIES)
+    switch (cpu_isa()) {
+      case CpuIsa::Avx512: return &avx512_span<ND>;
+      case CpuIsa::Avx2: return &avx2_span<ND>;
+      case CpuIsa::Baseline: break;
+    }
 #endif
     return &plain_span<ND>;
   }
