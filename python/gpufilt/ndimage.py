@@ -7,11 +7,12 @@ also take ``stream=`` (an int, or a cupy/torch stream).
 """
 from __future__ import annotations
 
-import numpy as np
-
+import functools
 import warnings
 
-from . import _args, _dispatch
+import numpy as np
+
+from . import _args, _core, _dispatch
 from ._dispatch import Operand, _is_dtype_like, is_bfloat16, run_footprint, run_separable
 
 __all__ = [
@@ -59,14 +60,24 @@ def _run(kernel, src, work, output, cval, complex_output, stream):
     return kernel(src, output, work, cval, default, stream)
 
 
-def _separable(src, passes, output, cval, complex_output=False, stream=None):
-    """Runs 1-D passes (axis, kind, weights, size, origin, mode)."""
-    return _run(run_separable, src, passes, output, cval, complex_output, stream)
+def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, stream=None):
+    """Runs `work` (1-D passes for run_separable, a footprint for
+    run_footprint) with scipy's output rules. The most common call, a numpy
+    input into a new array of its dtype with a float cval, goes straight to
+    `core_kernel` (its _core binding): tiny arrays pay for every step."""
+    if output is None and stream is None and type(cval) is float and src.library == "numpy" and not complex_output:
+        out = np.empty(src.shape, src.dtype)
+        core_kernel(src.obj, out, work, cval, 0.0, 0)
+        return out
+    return _run(kernel, src, work, output, cval, complex_output, stream)
 
 
-def _footprint_filter(src, spec, output, cval, complex_output=False, stream=None):
-    """Runs a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode)."""
-    return _run(run_footprint, src, spec, output, cval, complex_output, stream)
+# _separable(src, passes, output, cval, complex_output=False, stream=None):
+# 1-D passes (axis, kind, weights, size, origin, mode).
+_separable = functools.partial(_filter, _core.separable, run_separable)
+# _footprint_filter(src, spec, output, cval, complex_output=False, stream=None):
+# a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode).
+_footprint_filter = functools.partial(_filter, _core.footprint, run_footprint)
 
 
 def _correlate_pass(axis, weights, origin, mode):
