@@ -9,6 +9,7 @@ from ._errors import CudaError
 from ._dispatch import describe
 from ._external import ExternalArray, from_pointer
 from ._info import info
+from ._core import free_cpu_pool
 from . import ndimage
 
 __version__ = _core.__version__
@@ -28,5 +29,5 @@ def get_cmake_dir():
     return os.path.join(os.path.dirname(__file__), "share", "cmake", "gpufilt")
 
 
-__all__ = ["CudaError", "ExternalArray", "describe", "from_pointer", "get_cmake_dir", "get_include",
-           "info", "ndimage", "__version__"]
+__all__ = ["CudaError", "ExternalArray", "describe", "free_cpu_pool", "from_pointer", "get_cmake_dir",
+           "get_include", "info", "ndimage", "__version__"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 
 import numpy as np
 
@@ -236,6 +237,26 @@ def _device_of(obj, library):
 
 # -------------------------------------------------------------------- output
 
+POOL_MIN_BYTES = _core.POOL_MIN_BYTES
+
+
+def pooled_empty(shape, dtype, nbytes):
+    """An uninitialised numpy array of `shape` and `dtype` (`nbytes` in all,
+    at least POOL_MIN_BYTES) on a block of gpufilt's CPU result pool
+    (src/core/host_pool.hpp): when the array and every view of it are
+    dropped, the block's pages serve the next large result as they are,
+    without the operating system faulting them in and zeroing them again."""
+    count = nbytes // dtype.itemsize
+    return np.frombuffer(_core._pooled_block(nbytes), dtype, count).reshape(shape)
+
+
+def numpy_empty(shape, dtype):
+    """np.empty(shape, dtype) for a filter's result; large ones pooled."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    return np.empty(shape, dtype) if nbytes < POOL_MIN_BYTES else pooled_empty(shape, dtype, nbytes)
+
+
 def allocate_like(src: Operand, dtype, shape=None):
     """An uninitialised array of `shape` (default src's) and `dtype`, by src's
     own library on src's device (cupy for CUDA arrays of other producers,
@@ -255,7 +276,7 @@ def allocate_like(src: Operand, dtype, shape=None):
             return cupy.empty(shape, dtype=dtype)
         with cupy.cuda.Device(src.device_id):
             return cupy.empty(shape, dtype=dtype)
-    return np.empty(shape, dtype=dtype)
+    return numpy_empty(shape, dtype)
 
 
 def _import_cupy(src):
@@ -374,7 +395,7 @@ def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
     """The common call, kept short (tiny arrays pay for every step): a numpy
     input filtered by `kernel` of _core into a new numpy array of `dtype`;
     what _backend, resolve_output and hand_back would do for it."""
-    out = np.empty(src.shape, dtype)
+    out = numpy_empty(src.shape, dtype)
     kernel(src.obj, out, work, *_real_and_imag(cval), 0)
     return out
 

@@ -23,7 +23,8 @@ def info() -> dict:
     """Build and runtime facts: gpufilt version; build (CUDA on/off,
     architectures, compilers, OpenMP); the vector instructions the CPU
     kernels use and the CPU supports ("cpu": "baseline", "avx2" or "avx512";
-    GPUFILT_CPU_ISA caps them); the CUDA driver, runtime and devices, or the
+    GPUFILT_CPU_ISA caps them) and the CPU result pool's free and most kept
+    bytes (GPUFILT_CPU_POOL_BYTES); the CUDA driver, runtime and devices, or the
     exact reason no device is usable; versions of the array libraries."""
     build = dict(_core.build_info())
     cuda = _dispatch._cuda
@@ -40,7 +41,7 @@ def info() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "build": build,
-        "cpu": dict(_core.cpu_isa_info()),
+        "cpu": dict(_core.cpu_isa_info(), pool=dict(_core.cpu_pool_info())),
         "cuda": runtime,
         "libraries": _library_versions(),
     }

@@ -66,7 +66,9 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
     input into a new array of its dtype with a float cval, goes straight to
     `core_kernel` (its _core binding): tiny arrays pay for every step."""
     if output is None and stream is None and type(cval) is float and src.library == "numpy" and not complex_output:
-        out = np.empty(src.shape, src.dtype)
+        nbytes = src.obj.nbytes
+        out = (np.empty(src.shape, src.dtype) if nbytes < _dispatch.POOL_MIN_BYTES
+               else _dispatch.pooled_empty(src.shape, src.dtype, nbytes))
         core_kernel(src.obj, out, work, cval, 0.0, 0)
         return out
     return _run(kernel, src, work, output, cval, complex_output, stream)
