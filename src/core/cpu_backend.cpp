@@ -437,34 +437,41 @@ void window_mean_rows(Taps ext, int64_t count, int64_t size, float* res) {
   });
 }
 
-// Two neighbouring window means at once, each summed as window_mean_rows
-// sums it: res0 over rows [0, size), res1 over rows [1, size], every row
-// loaded once (a pass across planes reads its rows from beyond L2).
-template <int Bytes>
-void window_mean_pair(const float* const* rows, int64_t count, int64_t size, float* res0, float* res1) {
+// G neighbouring window means at once (G = 2 or 4, G <= size), each summed
+// as window_mean_rows sums it: res[g] over rows [g, g + size), every row
+// loaded once for all G (a pass across planes reads its rows from beyond L2).
+// The loops over rows run in three phases so that every index into the
+// accumulators is a constant: they stay in registers.
+template <int Bytes, int G>
+void window_mean_group(const float* const* rows, int64_t count, int64_t size, float* const* res) {
   const float divisor = (float)size;
-  for_tiles<float, Bytes>(count, [&](int64_t j, auto tiles, auto v) {
+  constexpr int Tile = G > 2 ? 2 : kTile;
+  for_tiles<float, Bytes, Tile>(count, [&](int64_t j, auto tiles, auto v) {
     using V = decltype(v);
     constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(float);
-    V a[N], b[N];
-    for (int t = 0; t < N; ++t) {
-      a[t] = load_as<V>(rows[0] + j + t * step);
-      b[t] = load_as<V>(rows[1] + j + t * step);
-      a[t] += b[t];
-    }
-    for (int64_t k = 2; k < size; ++k)
+    auto row = [&](int64_t k, int t) { return load_as<V>(rows[k] + j + t * step); };
+    V acc[G][N];
+    for (int t = 0; t < N; ++t) acc[0][t] = row(0, t);
+    for (int k = 1; k < G; ++k)  // row k: the first of window k, and in the windows before it
       for (int t = 0; t < N; ++t) {
-        const V x = load_as<V>(rows[k] + j + t * step);
-        a[t] += x;
-        b[t] += x;
+        const V x = row(k, t);
+        for (int g = 0; g < k; ++g) acc[g][t] += x;
+        acc[k][t] = x;
       }
-    for (int t = 0; t < N; ++t) {
-      b[t] += load_as<V>(rows[size] + j + t * step);
-      a[t] = a[t] / divisor;
-      b[t] = b[t] / divisor;
+    for (int64_t k = G; k < size; ++k)  // in every window
+      for (int t = 0; t < N; ++t) {
+        const V x = row(k, t);
+        for (int g = 0; g < G; ++g) acc[g][t] += x;
+      }
+    for (int m = 1; m < G; ++m)  // row size - 1 + m: in windows m .. G - 1
+      for (int t = 0; t < N; ++t) {
+        const V x = row(size - 1 + m, t);
+        for (int g = m; g < G; ++g) acc[g][t] += x;
+      }
+    for (int g = 0; g < G; ++g) {
+      for (int t = 0; t < N; ++t) acc[g][t] = acc[g][t] / divisor;
+      std::memcpy(res[g] + j, acc[g], sizeof acc[g]);
     }
-    std::memcpy(res0 + j, a, sizeof a);
-    std::memcpy(res1 + j, b, sizeof b);
   });
 }
 
@@ -614,28 +621,31 @@ FilterSpan<Src, E, D> span_kernel() {
   return &filter_span<Src, E, D, 16, R>;
 }
 
-using MeanPair = void (*)(const float* const*, int64_t, int64_t, float*, float*);
+template <int G>
+using MeanGroup = void (*)(const float* const*, int64_t, int64_t, float* const*);
 
 #if defined(GPUFILT_ISA_COPIES)
-GF_AVX2 void window_mean_pair_avx2(const float* const* rows, int64_t count, int64_t size, float* res0,
-                                   float* res1) {
-  window_mean_pair<32>(rows, count, size, res0, res1);
+template <int G>
+GF_AVX2 void window_mean_group_avx2(const float* const* rows, int64_t count, int64_t size, float* const* res) {
+  window_mean_group<32, G>(rows, count, size, res);
 }
-GF_AVX512 void window_mean_pair_avx512(const float* const* rows, int64_t count, int64_t size, float* res0,
-                                       float* res1) {
-  window_mean_pair<64>(rows, count, size, res0, res1);
+template <int G>
+GF_AVX512 void window_mean_group_avx512(const float* const* rows, int64_t count, int64_t size,
+                                        float* const* res) {
+  window_mean_group<64, G>(rows, count, size, res);
 }
 #endif
 
-MeanPair mean_pair_kernel() {
+template <int G>
+MeanGroup<G> mean_group_kernel() {
 #if defined(GPUFILT_ISA_COPIES)
   switch (cpu_isa()) {
-    case CpuIsa::Avx512: return &window_mean_pair_avx512;
-    case CpuIsa::Avx2: return &window_mean_pair_avx2;
+    case CpuIsa::Avx512: return &window_mean_group_avx512<G>;
+    case CpuIsa::Avx2: return &window_mean_group_avx2<G>;
     case CpuIsa::Baseline: break;
   }
 #endif
-  return &window_mean_pair<16>;
+  return &window_mean_group<16, G>;
 }
 
 }  // namespace
@@ -815,9 +825,12 @@ class PlaneWorker {
     e_rows_.resize(taps);
     taps_row_.resize(taps);
     if (c.has_across) {
-      pairs_ = !uses_ring() && (c.across.kind == LineKind::Correlate || float_window_mean(c.across));
-      if (pairs_) next_.resize(plane_);
-      wanted_.resize(c.across.taps + 1);
+      // A march pass that reads the input in place computes several output
+      // planes together (their windows share all rows but a few): each input
+      // row is loaded from beyond L2 once for all of them.
+      if (!uses_ring()) group_ = float_window_mean(c.across) ? 4 : c.across.kind == LineKind::Correlate ? 2 : 1;
+      ahead_.resize(group_ - 1, std::vector<S>(plane_));
+      wanted_.resize(c.across.taps + group_ - 1);
       if (uses_ring()) {
         ring_.resize(c.across.taps * slot_);
         tags_.assign(c.across.taps, -1);
@@ -1001,53 +1014,55 @@ class PlaneWorker {
     return std::is_same_v<S, float> && std::is_same_v<E, float> && p.kind == LineKind::Uniform && p.taps >= 4;
   }
 
-  // Rows of output planes z and z + 1 from the taps + 1 rows of input that
-  // their windows span (nullptr: cval), each row loaded once for both.
-  void pair_rows(const S** taps, const RowPass<E>& rp, S* dst0, S* dst1) {
-    const int64_t n = rp.taps + 1;
-    const bool any_cval = std::find(taps, taps + n, nullptr) != taps + n;
+  // Rows of output planes z .. z + n - 1 (n = 2 or 4; 4 for float window
+  // means only) from the taps + n - 1 rows of input that their windows span
+  // (nullptr: cval), each row loaded once for all.
+  void group_rows(const S** taps, const RowPass<E>& rp, int64_t n, S* const* dst) {
+    const int64_t rows = rp.taps + n - 1;
+    const bool any_cval = std::find(taps, taps + rows, nullptr) != taps + rows;
     if constexpr (std::is_same_v<S, E>) {
-      for (int64_t k = 0; k < n; ++k)
+      for (int64_t k = 0; k < rows; ++k)
         if (!taps[k]) taps[k] = cval_row_.data();
     } else if (any_cval) {  // in E, where cval has its full precision: row by row
-      filter_row(taps, c_.nx, rp, dst0);
-      return filter_row(taps + 1, c_.nx, rp, dst1);
+      for (int64_t i = 0; i < n; ++i) filter_row(taps + i, c_.nx, rp, dst[i]);
+      return;
     }
     if constexpr (std::is_same_v<S, float> && std::is_same_v<E, float>)
-      if (rp.kind == LineKind::Uniform) return mean_pair_(taps, c_.nx, rp.size, dst0, dst1);
-    direct_(taps, c_.nx, rp, dst0, dst1);
+      if (rp.kind == LineKind::Uniform)
+        return n == 4 ? mean_quad_(taps, c_.nx, rp.size, dst) : mean_pair_(taps, c_.nx, rp.size, dst);
+    direct_(taps, c_.nx, rp, dst[0], dst[1]);
   }
 
-  // Output plane z: the march pass, then the passes after it. A march pass
-  // that reads the input in place (a correlation, or a float window mean)
-  // computes planes z and z + 1 together (their windows share all rows but
-  // two) while z + 1 is in the run: each input row is loaded from beyond L2
-  // half as often.
+  // Output plane z: the march pass, then the passes after it. Planes after z
+  // in the run whose march pass was computed with it (group_) wait in ahead_.
   void across_plane(int64_t z, int64_t z1) {
     const PlanePass<E>& p = c_.across;
     const bool last = c_.after.empty();
-    if (pending_ == z) {  // computed with plane z - 1, into next_ (or the output)
-      a_.swap(next_);
-      pending_ = -1;
+    if (z > group_z_ && z < group_z_ + group_n_) {
+      a_.swap(ahead_[z - group_z_ - 1]);
     } else {
-      const bool pair = pairs_ && z + 1 < z1;
-      const int64_t taps = p.taps + (pair ? 1 : 0);
+      const int64_t n = group_ >= 4 && z1 - z >= 4 ? 4 : group_ >= 2 && z1 - z >= 2 ? 2 : 1;
+      const int64_t taps = p.taps + n - 1;
       for (int64_t k = 0; k < taps; ++k) wanted_[k] = border_index(z - p.left + k, c_.nz, p.mode);
       if (uses_ring())
         for (int64_t k = 0; k < taps; ++k) slots_[k] = wanted_[k] < 0 ? nullptr : ring_plane(wanted_[k]);
-      const PlaneRows<S> dst = last && c_.write_direct ? rows_of(*c_.out, z) : buffer(a_.data());
-      const PlaneRows<S> dst1 = last && c_.write_direct ? rows_of(*c_.out, z + 1) : buffer(next_.data());
+      PlaneRows<S> dst[4];
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = last && c_.write_direct ? rows_of(*c_.out, z + i) : buffer(i ? ahead_[i - 1].data() : a_.data());
       const RowPass<E> rp = p.row_pass();
       taps_.resize(taps);
+      S* rows[4];
       for (int64_t y = 0; y < c_.ny; ++y) {
         for (int64_t k = 0; k < taps; ++k)
           taps_[k] = wanted_[k] < 0 ? nullptr
                      : uses_ring() ? slots_[k] + y * c_.nx
                                    : rows_of(*c_.in, wanted_[k]).row(y);
-        if (pair) pair_rows(taps_.data(), rp, dst.row(y), dst1.row(y));
-        else filter_row(taps_.data(), c_.nx, rp, dst.row(y));
+        for (int64_t i = 0; i < n; ++i) rows[i] = dst[i].row(y);
+        if (n > 1) group_rows(taps_.data(), rp, n, rows);
+        else filter_row(taps_.data(), c_.nx, rp, rows[0]);
       }
-      if (pair) pending_ = z + 1;
+      group_z_ = z;
+      group_n_ = n;
     }
     if (!last) finish_plane(z, buffer(a_.data()), c_.after);
     else if (!c_.write_direct) store_plane(a_.data(), z);
@@ -1057,10 +1072,12 @@ class PlaneWorker {
   const int64_t plane_, slot_;
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
-  const MeanPair mean_pair_ = mean_pair_kernel();
-  bool pairs_ = false;    // the march pass reads the input in place: two planes at a time (pair_rows)
-  int64_t pending_ = -1;  // the plane whose march pass is in next_ (or already in the output)
-  std::vector<S> a_, b_, next_, ring_;
+  const MeanGroup<2> mean_pair_ = mean_group_kernel<2>();
+  const MeanGroup<4> mean_quad_ = mean_group_kernel<4>();
+  int group_ = 1;                      // output planes whose march pass is computed together
+  int64_t group_z_ = -1, group_n_ = 0;  // the last such group: planes [group_z_, group_z_ + group_n_)
+  std::vector<S> a_, b_, ring_;
+  std::vector<std::vector<S>> ahead_;  // the march pass of planes group_z_ + 1 ...
   std::vector<E> ext_, cval_row_;
   std::vector<int64_t> tags_, wanted_;
   std::vector<const S*> slots_, taps_, taps_row_;
