@@ -23,24 +23,45 @@ std::string where(const ArrayDesc& d) {
 
 }  // namespace
 
+namespace {
+
+LineKind parse_kind(py::handle name) {
+  static const std::pair<const char*, LineKind> kinds[] = {{"correlate", LineKind::Correlate},
+                                                           {"uniform", LineKind::Uniform},
+                                                           {"minimum", LineKind::Minimum},
+                                                           {"maximum", LineKind::Maximum}};
+  if (PyUnicode_Check(name.ptr()))
+    for (const auto& [text, kind] : kinds)
+      if (PyUnicode_CompareWithASCIIString(name.ptr(), text) == 0) return kind;
+  throw py::value_error("unknown filter pass kind '" + py::str(name).cast<std::string>() + "'");
+}
+
+}  // namespace
+
+// Read through the C API where it is a plain tuple (as ndimage memoises them):
+// every separable call parses its passes, and pybind's casts cost a large
+// part of a call on a tiny array.
 std::vector<LinePass> parse_passes(const py::sequence& passes) {
   std::vector<LinePass> plan;
   plan.reserve(passes.size());
   for (py::handle item : passes) {
-    auto t = item.cast<py::tuple>();
-    if (t.size() != 6) throw py::value_error("a filter pass is (axis, kind, weights, size, origin, mode)");
+    if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 6)
+      throw py::value_error("a filter pass is (axis, kind, weights, size, origin, mode)");
+    auto field = [&](int i) { return py::handle(PyTuple_GET_ITEM(item.ptr(), i)); };
     LinePass p;
-    p.axis = t[0].cast<int>();
-    std::string kind = t[1].cast<std::string>();
-    if (kind == "correlate") p.kind = LineKind::Correlate;
-    else if (kind == "uniform") p.kind = LineKind::Uniform;
-    else if (kind == "minimum") p.kind = LineKind::Minimum;
-    else if (kind == "maximum") p.kind = LineKind::Maximum;
-    else throw py::value_error("unknown filter pass kind '" + kind + "'");
-    p.weights = parse_doubles(t[2]);
-    p.size = t[3].cast<int64_t>();
-    p.origin = t[4].cast<int64_t>();
-    p.mode = parse_mode(t[5]);
+    p.axis = field(0).cast<int>();
+    p.kind = parse_kind(field(1));
+    const py::handle weights = field(2);
+    if (PyTuple_CheckExact(weights.ptr())) {
+      const Py_ssize_t n = PyTuple_GET_SIZE(weights.ptr());
+      p.weights.resize(n);
+      for (Py_ssize_t k = 0; k < n; ++k) p.weights[k] = py::handle(PyTuple_GET_ITEM(weights.ptr(), k)).cast<double>();
+    } else {
+      p.weights = parse_doubles(weights);
+    }
+    p.size = field(3).cast<int64_t>();
+    p.origin = field(4).cast<int64_t>();
+    p.mode = parse_mode(field(5));
     plan.push_back(std::move(p));
   }
   return plan;

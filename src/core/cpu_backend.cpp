@@ -1557,6 +1557,7 @@ void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const Line
 
 bool CpuBackend::fused_chain(const ArrayDesc& in2, const ArrayDesc& out2, const std::vector<LinePass>& passes2,
                              double cval) {
+  if ((in2.ndim != 2 && in2.ndim != 3) || in2.size() < kFusedMinSize) return false;  // before the copies below
   const bool plane2d = in2.ndim == 2;
   const ArrayDesc in = plane2d ? as_volume(in2) : in2, out = plane2d ? as_volume(out2) : out2;
   const std::vector<LinePass> passes = plane2d ? as_volume(passes2) : passes2;
