@@ -925,22 +925,22 @@ class PlaneWorker {
     }
     std::vector<const S*>& taps = taps_;
     taps.resize(p.taps);
-    int64_t inner0 = 0, inner1 = 0;  // rows whose taps are all rows of the plane, when packed
-    if (packed && ny >= p.taps) {
+    int64_t inner0 = ny, inner1 = ny;  // rows [inner0, inner1) computed in one call
+    if (packed && ny >= p.taps) {      // those whose taps are all rows of the plane
       inner0 = p.left;
       inner1 = p.left + ny - p.taps + 1;
       for (int64_t k = 0; k < p.taps; ++k) taps[k] = src.row(k);
       direct_(taps.data(), (inner1 - inner0) * nx, rp, dst.row(inner0), nullptr);
     }
-    for (int64_t y = 0; y < ny; ++y) {
-      if (y == inner0 && inner1 > inner0) y = inner1;
-      if (y >= ny) break;
+    auto border_row = [&](int64_t y) {
       for (int64_t k = 0; k < p.taps; ++k) {
         const int64_t q = border_index(y - p.left + k, ny, p.mode);
         taps[k] = q < 0 ? nullptr : src.row(q);
       }
       filter_row(taps.data(), nx, rp, dst.row(y));
-    }
+    };
+    for (int64_t y = 0; y < inner0; ++y) border_row(y);
+    for (int64_t y = inner1; y < ny; ++y) border_row(y);
   }
 
   // Outputs [first, first + count) of a pass along one row, from the row
