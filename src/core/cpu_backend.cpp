@@ -802,7 +802,11 @@ struct PlaneChain {
   PlanePass<E> across;
   bool read_direct, write_direct;  // input / output rows unit-stride and aligned: used in place
   bool copy_to_ring = false;       // the march pass reads input planes copied into its ring
+  // Output planes whose march pass is computed together (PlaneWorker::group_rows): where it reads
+  // the input in place, each input row is then loaded from beyond L2 once for several of them.
+  int group = 1;
   double cval;
+  bool uses_ring() const { return !before.empty() || !read_direct || copy_to_ring; }
 };
 
 // The fused chain's work on one thread: planes [z0, z1) with its own
@@ -825,12 +829,8 @@ class PlaneWorker {
     e_rows_.resize(taps);
     taps_row_.resize(taps);
     if (c.has_across) {
-      // A march pass that reads the input in place computes several output
-      // planes together (their windows share all rows but a few): each input
-      // row is loaded from beyond L2 once for all of them.
-      if (!uses_ring()) group_ = float_window_mean(c.across) ? 4 : c.across.kind == LineKind::Correlate ? 2 : 1;
-      ahead_.resize(group_ - 1, std::vector<S>(plane_));
-      wanted_.resize(c.across.taps + group_ - 1);
+      ahead_.resize(c.group - 1, std::vector<S>(plane_));
+      wanted_.resize(c.across.taps + c.group - 1);
       if (uses_ring()) {
         ring_.resize(c.across.taps * slot_);
         tags_.assign(c.across.taps, -1);
@@ -847,7 +847,7 @@ class PlaneWorker {
   }
 
  private:
-  bool uses_ring() const { return !c_.before.empty() || !c_.read_direct || c_.copy_to_ring; }
+  bool uses_ring() const { return c_.uses_ring(); }
 
   // Elements between ring slots: a plane rounded up to whole cache lines,
   // an odd number of them, so that the rows that one output reads from
@@ -1010,10 +1010,6 @@ class PlaneWorker {
     return slot;
   }
 
-  static bool float_window_mean(const PlanePass<E>& p) {
-    return std::is_same_v<S, float> && std::is_same_v<E, float> && p.kind == LineKind::Uniform && p.taps >= 4;
-  }
-
   // Rows of output planes z .. z + n - 1 (n = 2 or 4; 4 for float window
   // means only) from the taps + n - 1 rows of input that their windows span
   // (nullptr: cval), each row loaded once for all.
@@ -1034,14 +1030,14 @@ class PlaneWorker {
   }
 
   // Output plane z: the march pass, then the passes after it. Planes after z
-  // in the run whose march pass was computed with it (group_) wait in ahead_.
+  // in the run whose march pass was computed with it (c_.group) wait in ahead_.
   void across_plane(int64_t z, int64_t z1) {
     const PlanePass<E>& p = c_.across;
     const bool last = c_.after.empty();
     if (z > group_z_ && z < group_z_ + group_n_) {
       a_.swap(ahead_[z - group_z_ - 1]);
     } else {
-      const int64_t n = group_ >= 4 && z1 - z >= 4 ? 4 : group_ >= 2 && z1 - z >= 2 ? 2 : 1;
+      const int64_t n = c_.group >= 4 && z1 - z >= 4 ? 4 : c_.group >= 2 && z1 - z >= 2 ? 2 : 1;
       const int64_t taps = p.taps + n - 1;
       for (int64_t k = 0; k < taps; ++k) wanted_[k] = border_index(z - p.left + k, c_.nz, p.mode);
       if (uses_ring())
@@ -1074,7 +1070,6 @@ class PlaneWorker {
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const MeanGroup<2> mean_pair_ = mean_group_kernel<2>();
   const MeanGroup<4> mean_quad_ = mean_group_kernel<4>();
-  int group_ = 1;                      // output planes whose march pass is computed together
   int64_t group_z_ = -1, group_n_ = 0;  // the last such group: planes [group_z_, group_z_ + group_n_)
   std::vector<S> a_, b_, ring_;
   std::vector<std::vector<S>> ahead_;  // the march pass of planes group_z_ + 1 ...
@@ -1123,11 +1118,18 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   c.write_direct = rows_in_place<S>(out, march, c.outer, c.inner);
   c.cval = cval;
   c.copy_to_ring = c.has_across && c.ny == 1;
+  if (c.has_across && !c.uses_ring()) {  // four planes of float window means, two of correlations
+    const bool float_mean = std::is_same_v<S, float> && std::is_same_v<E, float> &&
+                            c.across.kind == LineKind::Uniform && c.across.taps >= 4;
+    c.group = float_mean ? 4 : c.across.kind == LineKind::Correlate ? 2 : 1;
+  }
   // Contiguous runs of planes, taken dynamically: a thread that the OS
   // preempts does not hold up the others. With a ring, a run's first planes
-  // are computed twice: two runs per thread; without, about sixteen.
-  const bool ring = c.has_across && (!c.before.empty() || !c.read_direct);
-  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, (ring ? 2 : 16) * threads) : 1;
+  // are computed twice: two runs per thread; without, about sixteen, each
+  // of at least two groups.
+  const bool ring = c.has_across && c.uses_ring();
+  const int64_t most = c.group > 1 ? std::max<int64_t>(1, c.nz / (2 * c.group)) : c.nz;
+  const int64_t runs = threads > 1 ? std::min<int64_t>(most, (ring ? 2 : 16) * threads) : 1;
 #pragma omp parallel num_threads(threads) if (runs > 1)
   {
     PlaneWorker<S, E, R> worker(c);
