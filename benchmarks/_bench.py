@@ -58,10 +58,12 @@ def median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3, keep_first=
     return statistics.median(samples + [first] if keep_first or not samples else samples)
 
 
-def per_call_us(call, finish=lambda: None, budget_s=0.5, max_calls=20000):
-    """Mean wall time of one call(), in microseconds, over many back-to-back calls.
+def per_call_us(call, finish=lambda: None, budget_s=0.5, max_calls=20000, batches=5):
+    """Wall time of one call(), in microseconds: the median over `batches`
+    batches of many back-to-back calls of their mean, so that a batch the
+    operating system interrupts does not move the result.
 
-    finish() runs once after the loop (e.g. a device synchronize), so queued
+    finish() runs after each batch (e.g. a device synchronize), so queued
     asynchronous work is counted.
     """
     for _ in range(10):
@@ -71,12 +73,15 @@ def per_call_us(call, finish=lambda: None, budget_s=0.5, max_calls=20000):
     for _ in range(50):
         call()
     finish()
-    n = repeat_count((time.perf_counter() - start) / 50, budget_s, max_calls, min_reps=100)
-    start = time.perf_counter()
-    for _ in range(n):
-        call()
-    finish()
-    return (time.perf_counter() - start) / n * 1e6
+    n = repeat_count((time.perf_counter() - start) / 50, budget_s, max_calls, min_reps=100 * batches)
+    means = []
+    for _ in range(batches):
+        start = time.perf_counter()
+        for _ in range(n // batches):
+            call()
+        finish()
+        means.append((time.perf_counter() - start) / (n // batches) * 1e6)
+    return statistics.median(means)
 
 
 def attempt(func, *args):
