@@ -105,9 +105,10 @@ def test_chain_per_axis_modes_and_cval(name, rng):
 @pytest.mark.parametrize("mode", ["reflect", "constant", "wrap"])
 @pytest.mark.parametrize("size,origin", [(4, 1), (5, -2), (9, 0), (17, 3)])
 @pytest.mark.parametrize("shape", [(9, 60, 70), (61, 30, 30)])
-def test_uniform_across_planes_two_at_a_time(shape, size, origin, mode, rng):
-    """float32 window means across planes are computed for two output planes
-    at once (odd and even plane counts, runs split between threads)."""
+def test_uniform_across_planes_in_groups(shape, size, origin, mode, rng):
+    """float32 window means across planes are computed for four output
+    planes at once, then two and one at a run's end (plane counts that leave
+    such ends, runs split between threads)."""
     x = random_array(rng, shape, "float32")
     check_chain("uniform_filter", x, size, mode=mode, cval=1.1, origin=origin)
 
@@ -298,3 +299,20 @@ def test_laplace_output_forms(rng):
     assert_matches(x, want)
     empty = np.zeros((0, 5, 4), np.float32)
     assert gnd.laplace(empty).shape == (0, 5, 4)
+
+
+# Sums in double (float64 data; float32 derivatives) take scipy's order and
+# rounding to the last bit, in every copy of the kernels (conftest.cpu_isa):
+# a fused multiply-add, which the AVX-512 copies could emit, would show here.
+@pytest.mark.parametrize("name,args,dtype", [
+    ("gaussian_filter", (1.0,), "float64"),
+    ("correlate1d", ([0.3, -1.1, 0.7, 2.9], -1), "float64"),
+    ("uniform_filter1d", (5, 0), "float64"),
+    ("prewitt", (-1,), "float64"),
+    ("sobel", (0,), "float32"),
+    ("laplace", (), "float32"),
+])
+@pytest.mark.parametrize("shape", [(40, 37, 33), (130, 129), (300,)])
+def test_sums_in_double_give_scipys_bits(name, args, dtype, shape, rng):
+    x = random_array(rng, shape, dtype)
+    np.testing.assert_array_equal(getattr(gnd, name)(x, *args), scipy_reference(name, x, *args))

@@ -18,8 +18,8 @@ from gpufilt import ndimage as gnd
 
 from _helpers import assert_matches
 
-# Just over the pool's threshold in float32, so that every result here is pooled.
-SHAPE = (2, _core.POOL_MIN_BYTES // 4096 + 1, 512)
+# Over the pool's threshold in float32 (by a few rows), so that every result here is pooled.
+SHAPE = (2, _core.POOL_MIN_BYTES // 4096 + 64, 512)
 
 # name, positional arguments, keyword arguments
 CALLS = [
@@ -47,10 +47,11 @@ def volume(rng):
 
 
 @pytest.mark.parametrize("name,args,kwargs", CALLS)
-def test_pooled_result_is_an_ordinary_writable_array_with_scipy_values(name, args, kwargs, volume):
+def test_pooled_result_is_a_writable_contiguous_numpy_array_with_scipy_values(name, args, kwargs, volume):
     result = getattr(gnd, name)(volume, *args, **kwargs)
     assert type(result) is np.ndarray
     assert result.nbytes >= _core.POOL_MIN_BYTES
+    assert not result.flags.owndata  # a view of its pooled block
     assert result.flags.c_contiguous and result.flags.writeable and result.flags.aligned
     assert_matches(result, getattr(snd, name)(volume, *args, **kwargs))
     result[...] = 1  # writable all through
@@ -63,13 +64,13 @@ def test_dropped_result_block_is_reused_and_live_ones_never(volume):
     assert address(first) != address(second)
     kept = address(first)
     expected = first.copy()
+    first[...] = np.nan  # what the block holds until the next result overwrites it
     del first
     assert free_bytes() >= volume.nbytes
     third = gnd.uniform_filter(volume, 3)
     assert address(third) == kept
     assert free_bytes() == 0
-    assert_matches(third, expected)  # all of it rewritten
-    assert np.array_equal(third, expected)
+    assert np.array_equal(third, expected)  # all of it rewritten
 
 
 def test_a_view_keeps_its_block_out_of_the_pool(volume):
@@ -107,3 +108,35 @@ def test_gpufilt_cpu_pool_bytes_caps_what_is_kept(limit, kept):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     assert (int(run.stdout) > 0) is kept
+
+
+def test_a_larger_free_block_serves_a_slightly_smaller_result(volume):
+    big = gnd.uniform_filter(volume, 3)
+    kept = address(big)
+    del big
+    smaller = volume[:, :-8]  # a few rows fewer: fits the same block
+    result = gnd.uniform_filter(smaller, 3)
+    assert address(result) == kept
+    assert_matches(result, snd.uniform_filter(smaller, 3))
+
+
+def test_over_the_limit_the_oldest_free_blocks_go_first(volume):
+    code = ("import numpy as np, gpufilt; from gpufilt import ndimage as g; "
+            f"x = np.ones({SHAPE}, np.float32); a = g.uniform_filter(x, 3); b = g.uniform_filter(x, 5); "
+            "keep = b.__array_interface__['data'][0]; del a; del b; "
+            "c = g.uniform_filter(x, 7); print(c.__array_interface__['data'][0] == keep, "
+            "gpufilt.info()['cpu']['pool']['free_bytes'])")
+    one_block = -(-volume.nbytes // (2 << 20)) * (2 << 20)
+    env = dict(os.environ, GPUFILT_CPU_POOL_BYTES=str(one_block))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    reused, free = run.stdout.split()
+    assert reused == "True" and int(free) == 0  # a's block went when b's came back
+
+
+@pytest.mark.parametrize("name,value", [("GPUFILT_CPU_ISA", "sse9"), ("GPUFILT_CPU_POOL_BYTES", "1G")])
+def test_unknown_environment_values_warn_at_import(name, value):
+    code = "import warnings; warnings.simplefilter('error'); import gpufilt"
+    env = dict(os.environ, **{name: value})
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode != 0 and name in run.stderr

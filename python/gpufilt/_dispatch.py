@@ -400,12 +400,6 @@ def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
     return out
 
 
-def plain_numpy_call(src: Operand, output, cval, stream) -> bool:
-    """Whether a filter call is the most common one, which ndimage runs
-    through _new_numpy_result directly: a numpy input, a new output of its
-    dtype, a float cval, no stream."""
-    return output is None and stream is None and type(cval) is float and src.library == "numpy"
-
 
 def _real_and_imag(cval):
     """cval's real and imaginary parts as floats (a float without complex())."""

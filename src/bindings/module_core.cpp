@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "bindings/common.hpp"
 #include "bindings/ops_array.hpp"
@@ -47,7 +48,7 @@ py::dict build_info() {
 struct PooledBlock {
   void* data;
   size_t bytes;
-  explicit PooledBlock(size_t n) : data(HostPool::instance().take(n)), bytes(HostPool::rounded(n)) {}
+  explicit PooledBlock(size_t n) { std::tie(data, bytes) = HostPool::instance().take(n); }
   PooledBlock(const PooledBlock&) = delete;
   PooledBlock& operator=(const PooledBlock&) = delete;
   ~PooledBlock() { HostPool::instance().give_back(data, bytes); }

@@ -994,7 +994,7 @@ class PlaneWorker {
     int64_t s = std::find(tags_.begin(), tags_.end(), q) - tags_.begin();
     if (s < taps) return ring_.data() + s * slot_;
     s = 0;  // an empty slot, or one that no tap of this output plane reads
-    const auto wanted_end = wanted_.begin() + taps;  // (no ring in pairs)
+    const auto wanted_end = wanted_.begin() + taps;  // (a ring computes one plane at a time)
     while (tags_[s] >= 0 && std::find(wanted_.begin(), wanted_end, tags_[s]) != wanted_end) ++s;
     tags_[s] = q;
     S* slot = ring_.data() + s * slot_;
@@ -1125,11 +1125,12 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   }
   // Contiguous runs of planes, taken dynamically: a thread that the OS
   // preempts does not hold up the others. With a ring, a run's first planes
-  // are computed twice: two runs per thread; without, about sixteen, each
-  // of at least two groups.
+  // are computed twice: two runs per thread; without, about sixteen, each of
+  // at least two groups where the planes allow that and a run per thread.
   const bool ring = c.has_across && c.uses_ring();
-  const int64_t most = c.group > 1 ? std::max<int64_t>(1, c.nz / (2 * c.group)) : c.nz;
-  const int64_t runs = threads > 1 ? std::min<int64_t>(most, (ring ? 2 : 16) * threads) : 1;
+  const int64_t grouped = c.group > 1 ? c.nz / (2 * c.group) : c.nz;
+  const int64_t wanted = std::max<int64_t>(threads, std::min<int64_t>(grouped, (ring ? 2 : 16) * threads));
+  const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, wanted) : 1;
 #pragma omp parallel num_threads(threads) if (runs > 1)
   {
     PlaneWorker<S, E, R> worker(c);

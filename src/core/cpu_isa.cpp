@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 
 namespace gpufilt {
 namespace {
@@ -51,8 +52,9 @@ const char* cpu_isa_name(CpuIsa isa) {
 }
 
 bool cpu_isa_from_name(const char* name, CpuIsa& isa) {
+  if (strcasecmp(name, "sse2") == 0) name = "baseline";  // what the baseline copies use
   for (CpuIsa level : {CpuIsa::Baseline, CpuIsa::Avx2, CpuIsa::Avx512})
-    if (std::strcmp(name, cpu_isa_name(level)) == 0) {
+    if (strcasecmp(name, cpu_isa_name(level)) == 0) {
       isa = level;
       return true;
     }

@@ -10,8 +10,10 @@ enum class CpuIsa : int { Baseline = 0, Avx2 = 1, Avx512 = 2 };
 
 // The widest level this CPU supports (AVX2: with FMA; AVX-512: F, VL, BW
 // and DQ, as x86-64-v4) and the cap allows. The cap starts at
-// GPUFILT_CPU_ISA (baseline, avx2 or avx512; unset: no cap) and
-// set_cpu_isa_cap changes it, so that tests run every copy of a kernel.
+// GPUFILT_CPU_ISA (baseline or sse2, avx2, avx512, in any case; unset or
+// unknown: no cap, and gpufilt warns of an unknown name at import) and
+// set_cpu_isa_cap changes it, so that tests run every copy of a kernel
+// (not while calls run: their threads pick their copies as they start).
 CpuIsa cpu_isa();
 CpuIsa cpu_isa_supported();
 CpuIsa cpu_isa_cap();
@@ -26,7 +28,9 @@ bool cpu_isa_from_name(const char* name, CpuIsa& isa);
 // copy. The _FMA copies are for sums in float, which may fuse multiply-adds
 // (DESIGN.md's float tolerance allows it); the others never fuse (sums in
 // double round products and sums apart, as scipy does). AVX-512 has FMA
-// built in, so its copy turns contraction off explicitly.
+// built in, so its copy turns contraction off explicitly; clang ignores
+// that attribute, so clang builds turn contraction off for the whole core
+// (CMakeLists.txt).
 #if defined(__GNUC__) && defined(__x86_64__)
 #define GPUFILT_ISA_COPIES 1
 #define GF_AVX2 __attribute__((target("avx2"), flatten))

@@ -1,7 +1,9 @@
 #include "core/host_pool.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <vector>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -31,41 +33,53 @@ HostPool& HostPool::instance() {
   return *pool;
 }
 
-void* HostPool::take(size_t bytes) {
-  bytes = rounded(bytes);
+std::pair<void*, size_t> HostPool::take(size_t bytes) {
+  if (bytes > SIZE_MAX - kGranule) throw std::bad_alloc();
+  bytes = (bytes + kGranule - 1) / kGranule * kGranule;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(bytes);
-    if (it != free_.end()) {
-      void* p = it->second;
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= bytes + bytes / 4) {
+      const std::pair<void*, size_t> block{it->second.data, it->first};
+      free_bytes_ -= it->first;
       free_.erase(it);
-      free_bytes_ -= bytes;
-      return p;
+      return block;
     }
   }
-  return allocate(bytes);
+  return {allocate(bytes), bytes};
 }
 
 void HostPool::give_back(void* block, size_t bytes) {
+  if (bytes > limit_) return std::free(block);
+  std::vector<void*> released;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    while (free_bytes_ + bytes > limit_ && !free_.empty()) {
+      auto oldest = free_.begin();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->second.freed < oldest->second.freed) oldest = it;
+      released.push_back(oldest->second.data);
+      free_bytes_ -= oldest->first;
+      free_.erase(oldest);
+    }
     if (free_bytes_ + bytes <= limit_) {
-      free_.emplace(bytes, block);
+      free_.emplace(bytes, FreeBlock{block, returns_++});
       free_bytes_ += bytes;
-      return;
+      block = nullptr;
     }
   }
-  std::free(block);
+  for (void* p : released) std::free(p);
+  std::free(block);  // null when kept
 }
 
 void HostPool::free_all() {
-  std::multimap<size_t, void*> blocks;
+  std::multimap<size_t, FreeBlock> blocks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     blocks.swap(free_);
     free_bytes_ = 0;
   }
-  for (auto& [bytes, p] : blocks) std::free(p);
+  for (auto& [bytes, b] : blocks) std::free(b.data);
 }
 
 size_t HostPool::free_bytes() {

@@ -8,8 +8,10 @@
 // out again with their pages in place, as CuPy's pool does on the GPU.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace gpufilt {
 
@@ -25,12 +27,13 @@ class HostPool {
   // blocks (default kDefaultLimit; 0 turns keeping off).
   static HostPool& instance();
 
-  static size_t rounded(size_t bytes) { return (bytes + kGranule - 1) / kGranule * kGranule; }
-  // A block of rounded(bytes): a free one of that size, else a new one.
-  // Throws std::bad_alloc when there is no memory.
-  void* take(size_t bytes);
-  // Back to the pool (block of rounded size `bytes` from take), or to the
-  // system where keeping it would pass the limit.
+  // A block of at least `bytes`: the smallest free one no more than a
+  // quarter larger, else a new one of `bytes` rounded up to kGranule.
+  // Returns (block, its size). Throws std::bad_alloc when there is no memory.
+  std::pair<void*, size_t> take(size_t bytes);
+  // Back to the pool (a block and its size from take). Where keeping it
+  // would pass the limit, the blocks freed longest ago go to the system
+  // first (then this one, if it alone is over the limit).
   void give_back(void* block, size_t bytes);
   // Returns every free block to the system.
   void free_all();
@@ -40,9 +43,14 @@ class HostPool {
  private:
   static constexpr size_t kDefaultLimit = size_t(1) << 30;
   explicit HostPool(size_t limit) : limit_(limit) {}
+  struct FreeBlock {
+    void* data;
+    uint64_t freed;  // order of return: the oldest go first
+  };
   std::mutex mutex_;
-  std::multimap<size_t, void*> free_;  // by size
+  std::multimap<size_t, FreeBlock> free_;  // by size
   size_t free_bytes_ = 0;
+  uint64_t returns_ = 0;
   const size_t limit_;
 };
 
