@@ -29,10 +29,12 @@ inline cudaStream_t as_stream(intptr_t stream) {
 // Multiprocessors of the current device, asked of the runtime once per device.
 int multiprocessors();
 
-// Blocks of `kernel` (at `threads` a block, no dynamic shared memory) that fit
-// on one multiprocessor of the current device: cudaOccupancy... asked once
-// per kernel and device, as the answer never changes (it costs microseconds).
-int resident_blocks_per_sm(const void* kernel, int threads);
+// Blocks of `kernel` (at `threads` a block and `shared` bytes of dynamic
+// shared memory, which it is allowed when over the default) that fit on one
+// multiprocessor of the current device: cudaOccupancy... asked once per
+// kernel, size and device, as the answer never changes (it costs
+// microseconds).
+int resident_blocks_per_sm(const void* kernel, int threads, size_t shared = 0);
 
 // Stream-ordered device memory for a call's temporaries, on the current
 // device, from gpufilt's own pool of it (cudaMallocAsync's default pool while

@@ -1268,7 +1268,8 @@ bool run_stores(const FusedArgs& a, const ArrayDesc& out) {
 // 0.81, 128 0.765, 256 0.741, 512 0.73.
 int64_t march_planes(int64_t n0, int64_t tiles, int64_t resident, int64_t halo) {
   int64_t best = n0, best_cost = INT64_MAX;
-  for (int64_t gz = 1; gz <= std::min<int64_t>(n0, 64); ++gz) {
+  const int64_t waves4 = 4 * ((resident + tiles - 1) / tiles);  // marches enough for four waves
+  for (int64_t gz = 1; gz <= std::min<int64_t>({n0, (int64_t)kMaxGridYZ, std::max<int64_t>(64, waves4)}); ++gz) {
     const int64_t planes = (n0 + gz - 1) / gz, blocks = tiles * ((n0 + planes - 1) / planes);
     const int64_t cost = (blocks + resident - 1) / resident * (planes + halo);
     if (cost < best_cost) best = planes, best_cost = cost;
@@ -1294,8 +1295,9 @@ struct BlockedLauncher {
       plan.shared_bytes = G::kSharedBytes;
       a.run_stores = run_stores<T, G::kQuad>(a, out);
       const int64_t gx = (a.n[2] + G::TX - 1) / G::TX, gy = (a.n[1] + G::TY - 1) / G::TY;
-      // two blocks an SM (launch bounds; G::kSharedBytes allows no more)
-      a.planes_per_block = (int)march_planes(a.n[0], gx * gy, 2LL * multiprocessors(), kTaps - 1);
+      const void* kernel = reinterpret_cast<const void*>(blocked_kernel<T, kTaps>);
+      const int64_t resident = (int64_t)resident_blocks_per_sm(kernel, kThreads, G::kSharedBytes) * multiprocessors();
+      a.planes_per_block = (int)march_planes(a.n[0], gx * gy, std::max<int64_t>(resident, 1), kTaps - 1);
       plan.grid = dim3((unsigned)gx, (unsigned)gy, (unsigned)((a.n[0] + a.planes_per_block - 1) / a.planes_per_block));
       launch(blocked_kernel<T, kTaps>, plan, stream);
       return true;

@@ -136,21 +136,23 @@ int multiprocessors() {
   return n;
 }
 
-int resident_blocks_per_sm(const void* kernel, int threads) {
+int resident_blocks_per_sm(const void* kernel, int threads, size_t shared) {
   // Never destroyed: a thread still launching during interpreter exit must
   // not meet a destroyed map or mutex.
   static auto* mutex = new std::mutex;
-  static auto* known = new std::map<std::tuple<const void*, int, int>, int>;  // (kernel, threads, device)
+  static auto* known = new std::map<std::tuple<const void*, int, size_t, int>, int>;  // (kernel, threads, shared, device)
   int device = 0;
   GF_CUDA_CHECK(cudaGetDevice(&device));
-  const auto key = std::make_tuple(kernel, threads, device);
+  const auto key = std::make_tuple(kernel, threads, shared, device);
   {
     std::lock_guard<std::mutex> lock(*mutex);
     auto it = known->find(key);
     if (it != known->end()) return it->second;
   }
   int blocks = 0;
-  GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
+  if (shared > 48 * 1024)
+    GF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+  GF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared));
   std::lock_guard<std::mutex> lock(*mutex);
   known->emplace(key, blocks);
   return blocks;
