@@ -1126,9 +1126,11 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   // Contiguous runs of planes, taken dynamically: a thread that the OS
   // preempts does not hold up the others. With a ring, a run's first planes
   // are computed twice: two runs per thread; without, about sixteen, each of
-  // at least two groups where the planes allow that and a run per thread.
+  // at least one group where the planes allow that and a run per thread.
+  // (Runs of two groups, two a thread, balanced worse: uniform 9 on 256^3
+  // with 16 threads 3.55-4.22 ms, with runs of one group 3.04-3.66.)
   const bool ring = c.has_across && c.uses_ring();
-  const int64_t grouped = c.group > 1 ? c.nz / (2 * c.group) : c.nz;
+  const int64_t grouped = c.group > 1 ? c.nz / c.group : c.nz;
   const int64_t wanted = std::max<int64_t>(threads, std::min<int64_t>(grouped, (ring ? 2 : 16) * threads));
   const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, wanted) : 1;
 #pragma omp parallel num_threads(threads) if (runs > 1)
