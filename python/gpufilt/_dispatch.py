@@ -400,7 +400,6 @@ def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
     return out
 
 
-
 def _real_and_imag(cval):
     """cval's real and imaginary parts as floats (a float without complex())."""
     if type(cval) is float:
