@@ -6,6 +6,8 @@
 #include <vector>
 #if defined(__linux__)
 #include <sys/mman.h>
+#elif defined(_WIN32)
+#include <malloc.h>
 #endif
 
 namespace gpufilt {
@@ -29,6 +31,10 @@ void* allocate(size_t bytes) {
   madvise(p, bytes, MADV_HUGEPAGE);  // a hint only
 #endif
   return p;
+#elif defined(_WIN32)
+  void* p = _aligned_malloc(bytes, HostPool::kGranule);
+  if (!p) throw std::bad_alloc();
+  return p;
 #else
   void* p = std::aligned_alloc(HostPool::kGranule, bytes);
   if (!p) throw std::bad_alloc();
@@ -39,6 +45,9 @@ void* allocate(size_t bytes) {
 void release(void* block, size_t bytes) {
 #if defined(__linux__)
   munmap(block, bytes);
+#elif defined(_WIN32)
+  (void)bytes;
+  _aligned_free(block);
 #else
   (void)bytes;
   std::free(block);
@@ -59,7 +68,7 @@ HostPool& HostPool::instance() {
 }
 
 std::pair<void*, size_t> HostPool::take(size_t bytes) {
-  if (bytes > SIZE_MAX - kGranule) throw std::bad_alloc();
+  if (bytes > SIZE_MAX / 2) throw std::bad_alloc();  // no array is that large; the sums below stay in range
   bytes = (bytes + kGranule - 1) / kGranule * kGranule;
   {
     std::lock_guard<std::mutex> lock(mutex_);
