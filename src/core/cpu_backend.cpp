@@ -538,13 +538,10 @@ GF_AVX512 void filter_rows_avx512(const double* ext, int64_t i0, int64_t i1, int
 template <class E>
 FilterRows<E> row_kernel() {
 #if defined(GPUFILT_ISA_COPIES)
-  switch (cpu_isa()) {
-    case CpuIsa::Avx512: return static_cast<FilterRows<E>>(&filter_rows_avx512);
-    case CpuIsa::Avx2: return static_cast<FilterRows<E>>(&filter_rows_avx2);
-    case CpuIsa::Baseline: break;
-  }
-#endif
+  return for_cpu_isa<FilterRows<E>>(&filter_rows<E, 16>, &filter_rows_avx2, &filter_rows_avx512);
+#else
   return &filter_rows<E, 16>;
+#endif
 }
 
 // res[j] for j < count, tap k of output j at rows[k][j]: the kernels of
@@ -611,14 +608,15 @@ GF_AVX512 void filter_span_avx512(const Src* const* rows, int64_t count, const R
 template <class Src, class E, class D, class R = void>
 FilterSpan<Src, E, D> span_kernel() {
 #if defined(GPUFILT_ISA_COPIES)
-  constexpr bool fma = kFusesMultiplyAdds<Src, E, D, R>;
-  switch (cpu_isa()) {
-    case CpuIsa::Avx512: return fma ? &filter_span_avx512_fma<Src, E, D, R> : &filter_span_avx512<Src, E, D, R>;
-    case CpuIsa::Avx2: return fma ? &filter_span_avx2_fma<Src, E, D, R> : &filter_span_avx2<Src, E, D, R>;
-    case CpuIsa::Baseline: break;
-  }
-#endif
+  if constexpr (kFusesMultiplyAdds<Src, E, D, R>)
+    return for_cpu_isa<FilterSpan<Src, E, D>>(&filter_span<Src, E, D, 16, R>, &filter_span_avx2_fma<Src, E, D, R>,
+                                             &filter_span_avx512_fma<Src, E, D, R>);
+  else
+    return for_cpu_isa<FilterSpan<Src, E, D>>(&filter_span<Src, E, D, 16, R>, &filter_span_avx2<Src, E, D, R>,
+                                             &filter_span_avx512<Src, E, D, R>);
+#else
   return &filter_span<Src, E, D, 16, R>;
+#endif
 }
 
 template <int G>
@@ -639,13 +637,11 @@ GF_AVX512 void window_mean_group_avx512(const float* const* rows, int64_t count,
 template <int G>
 MeanGroup<G> mean_group_kernel() {
 #if defined(GPUFILT_ISA_COPIES)
-  switch (cpu_isa()) {
-    case CpuIsa::Avx512: return &window_mean_group_avx512<G>;
-    case CpuIsa::Avx2: return &window_mean_group_avx2<G>;
-    case CpuIsa::Baseline: break;
-  }
-#endif
+  return for_cpu_isa<MeanGroup<G>>(&window_mean_group<16, G>, &window_mean_group_avx2<G>,
+                                   &window_mean_group_avx512<G>);
+#else
   return &window_mean_group<16, G>;
+#endif
 }
 
 }  // namespace

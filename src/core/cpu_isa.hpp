@@ -22,6 +22,18 @@ const char* cpu_isa_name(CpuIsa isa);
 // The level named `name`; false if no level has that name.
 bool cpu_isa_from_name(const char* name, CpuIsa& isa);
 
+// The copy of a kernel for the level cpu_isa() picks, of the copies compiled
+// for each (GF_AVX2, GF_AVX512 below).
+template <class F>
+F for_cpu_isa(F baseline, F avx2, F avx512) {
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512: return avx512;
+    case CpuIsa::Avx2: return avx2;
+    case CpuIsa::Baseline: break;
+  }
+  return baseline;
+}
+
 }  // namespace gpufilt
 
 // Attributes of the copies. `flatten` inlines a kernel's callees into its

@@ -85,13 +85,10 @@ struct LaplaceRows {
   template <int ND>
   static Span span_kernel() {
 #if defined(GPUFILT_ISA_COPIES)
-    switch (cpu_isa()) {
-      case CpuIsa::Avx512: return &avx512_span<ND>;
-      case CpuIsa::Avx2: return &avx2_span<ND>;
-      case CpuIsa::Baseline: break;
-    }
-#endif
+    return for_cpu_isa<Span>(&plain_span<ND>, &avx2_span<ND>, &avx512_span<ND>);
+#else
     return &plain_span<ND>;
+#endif
   }
 
   static void run(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Mode>& modes, double cval) {
