@@ -28,20 +28,34 @@ MODES = {
 _PLAIN_TYPES = frozenset({int, float, str, type(None)})
 
 
+class _NotPlain(Exception):
+    """Raised inside memoize_plain's cache for arguments it must not keep."""
+
+
 def memoize_plain(func):
     """`func` memoised for calls whose arguments all have an exact type of
     _PLAIN_TYPES; other calls run it directly. For argument normalisation
     that a filter repeats on every call (1-D passes, Gaussian taps): `func`
     must be pure (no warnings) and return immutable values. Errors are never
     cached, so a bad argument raises on every call as before."""
-    cached = functools.lru_cache(maxsize=256, typed=True)(func)
+
+    def plain_only(*args):
+        for arg in args:
+            if type(arg) not in _PLAIN_TYPES:
+                raise _NotPlain
+        return func(*args)
+
+    # The cache is keyed on each argument's exact type too (typed=True), and
+    # only calls of plain types fill it, so a call with any other type never
+    # finds an entry: the type test runs on misses only.
+    cached = functools.lru_cache(maxsize=256, typed=True)(plain_only)
 
     @functools.wraps(func)
     def memoized(*args):
-        for arg in args:
-            if type(arg) not in _PLAIN_TYPES:
-                return func(*args)
-        return cached(*args)
+        try:
+            return cached(*args)
+        except (_NotPlain, TypeError):  # TypeError: an unhashable argument (or func's own, raised again)
+            return func(*args)
     return memoized
 
 

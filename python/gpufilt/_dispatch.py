@@ -158,6 +158,15 @@ class Operand:
             self.obj, self.library, self.shape, self.dtype = obj, "numpy", obj.shape, obj.dtype
             self.device, self.device_id = "cpu", 0
             return
+        self._import(obj, name)
+        self._accept_dtype(name)
+
+    def _accept_dtype(self, name):
+        """Where a subclass refuses a dtype. Not called for numpy arrays of
+        numpy's own dtypes (kind "V" aside): every caller takes those."""
+
+    def _import(self, obj, name):
+        """The attributes of anything but a plain numpy array."""
         self.library = _library(obj)
         if self.library == "buffer":
             obj = _buffer_as_numpy(obj, name)

@@ -33,12 +33,17 @@ def _refuse_bfloat16(dtype, name):
                         "cast to float32 first (gpufilt.ops takes bfloat16)")
 
 
-def _filter_input(input):
-    """The input of a filter as an Operand; bfloat16 refused with a clear error."""
-    src = Operand(input)
-    if not isinstance(src.dtype, np.dtype) or src.dtype.kind == "V":  # bfloat16 is one of these
-        _refuse_bfloat16(src.dtype, "input")
-    return src
+class _FilterInput(Operand):
+    """The input of a filter: an Operand, bfloat16 refused with a clear error."""
+
+    __slots__ = ()
+
+    def _accept_dtype(self, name):
+        if not isinstance(self.dtype, np.dtype) or self.dtype.kind == "V":  # bfloat16 is one of these
+            _refuse_bfloat16(self.dtype, name)
+
+
+_filter_input = _FilterInput
 
 
 def output_dtype_of(output):

@@ -687,8 +687,7 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
     // (a tiny array's call then allocates a few bytes, not kChunk values).
     const int64_t res_size = std::min(std::max(kChunk, max_lanes), std::max<int64_t>(n, 1) * max_lanes);
     std::vector<E> ext((n + taps - 1) * max_lanes), res(res_size), sums(max_lanes);
-#pragma omp for schedule(dynamic, grain)
-    for (int64_t t = 0; t < tasks; ++t) {
+    dynamic_loop(tasks, grain, [&](int64_t t) {
       int64_t in_off, out_off;
       lines.offsets(t / blocks, in_off, out_off);
       const int64_t first = (t % blocks) * max_lanes, lanes = std::min(max_lanes, width - first);
@@ -714,7 +713,7 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
           for (int64_t i = i0; i < i1; ++i)
             store(res.data() + (i - i0) * lanes, dst + i * out_stride, out_lane, lanes);
       }
-    }
+    });
   });
 }
 
@@ -1587,17 +1586,16 @@ void CpuBackend::copy(const ArrayDesc& in, const ArrayDesc& out) {
     const int64_t item = itemsize(in.dtype);
     const bool runs = in_stride == item && out_stride == item;  // each line one memmove
     parallel_region(in.size() > 65536, cpu_max_threads(), [&] {
-#pragma omp for schedule(static)
-      for (int64_t l = 0; l < lines.count; ++l) {
+      static_loop(lines.count, [&](int64_t l) {
         int64_t in_off, out_off;
         lines.offsets(l, in_off, out_off);
         if (runs) {
           std::memmove(out.data + out_off, in.data + in_off, n * item);
-          continue;
+          return;
         }
         for (int64_t i = 0; i < n; ++i)
           std::memmove(out.data + out_off + i * out_stride, in.data + in_off + i * in_stride, item);
-      }
+      });
     });
     return;
   }
@@ -1681,14 +1679,13 @@ void CpuBackend::elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc
   const int64_t sa = out.ndim ? a.strides[last] : 0, sb = out.ndim ? b.strides[last] : 0,
                 so = out.ndim ? out.strides[last] : 0;
   parallel_region(out.size() > 65536, cpu_max_threads(), [&] {
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) {
+    static_loop(tasks, [&](int64_t t) {
       const int64_t row = t / pieces, start = (t % pieces) * kRunLength, first = row * n + start;
       dispatch_real_or_bfloat16<ElementwiseRun>(out.dtype, op, a, b, a.data + element_offset(a, first), sa,
                                                 b.data + element_offset(b, first), sb,
                                                 out.data + element_offset(out, first), so,
                                                 std::min(kRunLength, n - start));
-    }
+    });
   });
 }
 

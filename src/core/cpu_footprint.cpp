@@ -618,8 +618,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
     // (lines that stay in the L2 cache the while)
     const bool prefetched = in.strides[last] == itemsize(in.dtype) && n * itemsize(in.dtype) <= 65536;
     int64_t next_line = -1;  // the line whose keys `next` holds
-#pragma omp for schedule(dynamic, grain)
-    for (int64_t l = 0; l < lines.count; ++l) {
+    dynamic_loop(lines.count, grain, [&](int64_t l) {
       int64_t in_off, out_off;
       lines.offsets(l, in_off, out_off);
       if (next_line == l) std::swap(wanted, next);
@@ -638,7 +637,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
       if (box) box(s.rows.row.data(), n, s.box, res);
       else reduce_line(f, plan, network, n, s, res);
       if (res == s.result.data()) store(res, dst, out.strides[last], n);
-    }
+    });
   });
 }
 

@@ -13,6 +13,7 @@
 #include "core/cpu_isa.hpp"
 #include "core/cpu_lines.hpp"
 #include "core/elementwise.hpp"
+#include "core/parallel.hpp"
 
 namespace gpufilt {
 namespace {
@@ -113,8 +114,7 @@ struct LaplaceRows {
     const int threads = cpu_max_threads();
     const int64_t grain = std::max<int64_t>(1, n0 * n1 / (16 * threads));
 
-#pragma omp parallel num_threads(threads) if (threads > 1 && in.size() > 32768)
-    {
+    parallel_region(threads > 1 && in.size() > 32768, threads, [&] {
       // Rows as doubles where they cannot be read in place: the centre row
       // with one extra cell at each end, its neighbours along the others.
       std::vector<double> centre(n + 2), lo_rows[2], hi_rows[2];
@@ -123,8 +123,7 @@ struct LaplaceRows {
       // Rows in C order of (outer[0], outer[1]), in dynamic runs of
       // neighbouring rows (about 16 per thread): their neighbours stay in
       // cache, and a thread that the OS preempts does not hold up the others.
-#pragma omp for schedule(dynamic, grain)
-      for (int64_t r = 0; r < n0 * n1; ++r) {
+      dynamic_loop(n0 * n1, grain, [&](int64_t r) {
         const int64_t index[2] = {r / n1, r % n1};
         const char* src = in.data;
         char* dst = out.data;
@@ -191,8 +190,8 @@ struct LaplaceRows {
           span<ND>(lo, centre.data() + 1, hi, 0, n, result);
         }
         if (result == buffer.data()) store_row(result, dst, out_stride, n);
-      }
-    }
+      });
+    });
   }
 
   static void store_row(const S* result, char* dst, int64_t stride, int64_t n) {
