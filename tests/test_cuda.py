@@ -435,6 +435,49 @@ def test_cai_producer_stream_is_waited_on(rng):
     assert_matches(cupy.asnumpy(out), scipy_reference("gaussian_filter", new, 1.5))
 
 
+def test_describe_reads_a_cupy_array_from_its_fields_with_the_current_stream(rng):
+    # interop.cpp import_cupy: what the CAI v3 export would say, without it.
+    x = device_array(rng, (6, 8), np.float32)[1:, ::-2]
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        seen = gpufilt.describe(x)
+    want = x.__cuda_array_interface__
+    assert seen["protocol"] == "cupy"
+    assert (seen["data"], seen["shape"], seen["strides"]) == (want["data"][0], want["shape"], want["strides"])
+    assert (seen["device_id"], seen["stream"], seen["readonly"]) == (x.device.id, s.ptr, False)
+
+
+def test_a_cupy_subclass_is_imported_through_its_protocols(rng):
+    class Sub(cupy.ndarray):
+        pass
+
+    x = device_array(rng, (5, 7), np.float32).view(Sub)
+    assert gpufilt.describe(x)["protocol"] != "cupy"
+    assert_matches(cupy.asnumpy(gnd.uniform_filter(x, 3)),
+                   scipy_reference("uniform_filter", cupy.asnumpy(x), 3))
+
+
+@pytest.mark.parametrize("output", ["new", "given"])
+def test_cupy_input_written_on_the_current_stream_is_waited_on(output, rng):
+    # x is written on cupy's current stream s after a long queue of work;
+    # gpufilt, told to run on another stream, must wait for s (an event).
+    s = cupy.cuda.Stream(non_blocking=True)
+    new = random_array(rng, (256, 256), np.float32)
+    x = cupy.zeros((256, 256), cupy.float32)
+    out = cupy.zeros_like(x)
+    busy = cupy.ones((4096, 4096), cupy.float32)
+    cupy.cuda.Device().synchronize()
+    other = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        for _ in range(10):
+            busy = busy @ busy / 4096  # keeps s busy for a while (tens of ms)
+        x.set(new, stream=s)
+        got = gnd.gaussian_filter(x, 1.5, output=None if output == "new" else out, stream=other)
+    other.synchronize()
+    s.synchronize()
+    assert_matches(cupy.asnumpy(got), scipy_reference("gaussian_filter", new, 1.5))
+
+
 def test_cai_only_input_returns_a_cupy_array(rng):
     x = device_array(rng, (10, 12), np.float64)
     got = gnd.uniform_filter(CAIWrapper(x), 3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import sys
 
 import numpy as np
 
@@ -52,6 +53,20 @@ def describe(array):
 
 
 # ----------------------------------------------------------------- libraries
+
+_CUPY_NDARRAY = []  # [cupy.ndarray], once cupy is imported
+
+
+def _is_cupy_ndarray(obj):
+    """True for an array of cupy.ndarray's exact class. gpufilt never imports
+    cupy to ask: an object cannot be one of its arrays before it is imported."""
+    if not _CUPY_NDARRAY:
+        cupy = sys.modules.get("cupy")
+        if cupy is None or not isinstance(getattr(cupy, "ndarray", None), type):
+            return False
+        _CUPY_NDARRAY.append(cupy.ndarray)
+    return type(obj) is _CUPY_NDARRAY[0]
+
 
 def _library(obj):
     """Short name of the library that produced ``obj``."""
@@ -158,15 +173,20 @@ class Operand:
             self.obj, self.library, self.shape, self.dtype = obj, "numpy", obj.shape, obj.dtype
             self.device, self.device_id = "cpu", 0
             return
+        if _is_cupy_ndarray(obj) and obj.dtype.kind != "V":  # the common GPU case, read directly too
+            self.obj, self.library, self.shape, self.dtype = obj, "cupy", obj.shape, obj.dtype
+            self.device, self.device_id = "cuda", obj.data.device_id
+            return
         self._import(obj, name)
         self._accept_dtype(name)
 
     def _accept_dtype(self, name):
         """Where a subclass refuses a dtype. Not called for numpy arrays of
-        numpy's own dtypes (kind "V" aside): every caller takes those."""
+        numpy's own dtypes (kind "V" aside) or cupy arrays: every caller
+        takes those."""
 
     def _import(self, obj, name):
-        """The attributes of anything but a plain numpy array."""
+        """The attributes of anything but a plain numpy or cupy array."""
         self.library = _library(obj)
         if self.library == "buffer":
             obj = _buffer_as_numpy(obj, name)
@@ -382,8 +402,11 @@ def _backend(src: Operand, stream):
 def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
     """Runs 1-D passes from src into `output` (scipy's output argument) on
     src's device; returns the caller's result object."""
-    if output is None and stream is None and src.library == "numpy":
-        return _new_numpy_result(_core.separable, src, passes, cval, default_dtype)
+    if output is None and stream is None:
+        if src.library == "numpy":
+            return _new_numpy_result(_core.separable, src, passes, cval, default_dtype)
+        if on_current_cupy_device(src):
+            return new_cupy_result("separable", src, passes, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
     module.separable(src.obj, out, passes, *_real_and_imag(cval), stream)
@@ -392,8 +415,11 @@ def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None
 
 def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
     """Runs a footprint filter (see _core.footprint) like run_separable."""
-    if output is None and stream is None and src.library == "numpy":
-        return _new_numpy_result(_core.footprint, src, spec, cval, default_dtype)
+    if output is None and stream is None:
+        if src.library == "numpy":
+            return _new_numpy_result(_core.footprint, src, spec, cval, default_dtype)
+        if on_current_cupy_device(src):
+            return new_cupy_result("footprint", src, spec, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
     module.footprint(src.obj, out, spec, *_real_and_imag(cval), stream)
@@ -406,6 +432,21 @@ def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
     what _backend, resolve_output and hand_back would do for it."""
     out = numpy_empty(src.shape, dtype)
     kernel(src.obj, out, work, *_real_and_imag(cval), 0)
+    return out
+
+
+def on_current_cupy_device(src: Operand):
+    """True for a cupy input on cupy's current device (no device switch)."""
+    return src.library == "cupy" and src.device_id == sys.modules["cupy"].cuda.runtime.getDevice()
+
+
+def new_cupy_result(kernel_name, src: Operand, work, cval, dtype):
+    """_new_numpy_result for a cupy input on the current device: the kernel
+    `kernel_name` of _cuda into a new cupy array, on cupy's current stream."""
+    cupy = sys.modules["cupy"]
+    kernel = getattr(cuda_module(), kernel_name)
+    out = cupy.ndarray(src.shape, dtype)  # cupy.empty, without its Python frame
+    kernel(src.obj, out, work, *_real_and_imag(cval), cupy.cuda.get_current_stream().ptr)
     return out
 
 

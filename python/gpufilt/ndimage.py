@@ -67,15 +67,19 @@ def _run(kernel, src, work, output, cval, complex_output, stream):
 
 def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, stream=None):
     """Runs `work` (1-D passes for run_separable, a footprint for
-    run_footprint) with scipy's output rules. The most common call, a numpy
-    input into a new array of its dtype with a float cval, goes straight to
-    `core_kernel` (its _core binding): tiny arrays pay for every step."""
-    if output is None and stream is None and type(cval) is float and src.library == "numpy" and not complex_output:
-        nbytes = src.obj.nbytes
-        out = (np.empty(src.shape, src.dtype) if nbytes < _dispatch.POOL_MIN_BYTES
-               else _dispatch.pooled_empty(src.shape, src.dtype, nbytes))
-        core_kernel(src.obj, out, work, cval, 0.0, 0)
-        return out
+    run_footprint) with scipy's output rules. The most common calls, a numpy
+    or cupy input into a new array of its dtype with a float cval, go
+    straight to `core_kernel` (the _core binding) or its namesake in _cuda:
+    tiny arrays pay for every step."""
+    if output is None and stream is None and type(cval) is float and not complex_output:
+        if src.library == "numpy":
+            nbytes = src.obj.nbytes
+            out = (np.empty(src.shape, src.dtype) if nbytes < _dispatch.POOL_MIN_BYTES
+                   else _dispatch.pooled_empty(src.shape, src.dtype, nbytes))
+            core_kernel(src.obj, out, work, cval, 0.0, 0)
+            return out
+        if _dispatch.on_current_cupy_device(src):
+            return _dispatch.new_cupy_result(core_kernel.__name__, src, work, cval, src.dtype)
     return _run(kernel, src, work, output, cval, complex_output, stream)
 
 

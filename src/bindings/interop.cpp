@@ -1,5 +1,5 @@
-// Import of array-likes: DLPack first, then __cuda_array_interface__, then
-// the buffer protocol. Every failure is a Python exception naming the
+// Import of array-likes: numpy and CuPy arrays read from their fields, then
+// DLPack, then __cuda_array_interface__, then the buffer protocol. Every failure is a Python exception naming the
 // argument; nothing here copies data.
 #include "bindings/interop.hpp"
 
@@ -36,6 +36,12 @@ struct Names {
   PyObject* version = intern("version");
   PyObject* mask = intern("mask");
   PyObject* stream = intern("stream");
+  PyObject* dtype = intern("dtype");
+  PyObject* ptr = intern("ptr");
+  PyObject* device_id = intern("device_id");
+  PyObject* cuda = intern("cuda");
+  PyObject* ndarray = intern("ndarray");
+  PyObject* get_current_stream = intern("get_current_stream");
   PyObject* versioned_kwnames = tuple({"stream", "max_version", "copy"});  // for vectorcall
   PyObject* stream_kwnames = tuple({"stream"});
   PyObject* max_version = built(Py_BuildValue("(ii)", 1, 1));
@@ -487,30 +493,37 @@ void import_buffer(ImportedArray& a, py::handle obj, const char* name, Access ac
 // (native byte order, aligned, strides in whole items, a dtype gpufilt
 // takes); anything else returns false and the DLPack path decides, errors
 // included. Subclasses keep the protocols (they may override them).
-bool import_numpy(ImportedArray& a, py::handle obj, const char* name) {
-  auto& api = py::detail::npy_api::get();
-  if (Py_TYPE(obj.ptr()) != api.PyArray_Type_) return false;
-  const auto* arr = py::detail::array_proxy(obj.ptr());
-  const auto dtype = py::reinterpret_borrow<py::dtype>(arr->descr);
-  const char order = dtype.byteorder(), kind = dtype.kind();
-  const int64_t item = dtype.itemsize();
-  constexpr int kAligned = py::detail::npy_api::NPY_ARRAY_ALIGNED_;
-  constexpr int kWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  if ((order != '=' && order != '|') || !(arr->flags & kAligned) || arr->nd > kMaxDims) return false;
+// A numpy dtype (numpy's or CuPy's) of native byte order that gpufilt
+// takes, as a DType and item size; false for any other.
+bool native_numpy_dtype(py::handle descr, DType& dtype, int64_t& item) {
+  const auto d = py::reinterpret_borrow<py::dtype>(descr);
+  const char order = d.byteorder(), kind = d.kind();
+  item = d.itemsize();
+  if (order != '=' && order != '|') return false;
   const bool whole_ints = item == 1 || item == 2 || item == 4 || item == 8;
   const bool supported = kind == 'b'                 ? item == 1
                          : kind == 'i' || kind == 'u' ? whole_ints
                          : kind == 'f'                ? item == 2 || item == 4 || item == 8
                          : kind == 'c'                ? item == 8 || item == 16
                                                       : false;
-  if (!supported) return false;
+  return supported && dtype_of_kind(kind, item, dtype);
+}
+
+bool import_numpy(ImportedArray& a, py::handle obj, const char* name) {
+  auto& api = py::detail::npy_api::get();
+  if (Py_TYPE(obj.ptr()) != api.PyArray_Type_) return false;
+  const auto* arr = py::detail::array_proxy(obj.ptr());
+  constexpr int kAligned = py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  constexpr int kWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  int64_t item = 0;
+  if (!(arr->flags & kAligned) || arr->nd > kMaxDims || !native_numpy_dtype(arr->descr, a.desc.dtype, item))
+    return false;
   int64_t shape[kMaxDims], strides[kMaxDims];
   for (int d = 0; d < arr->nd; ++d) {
     shape[d] = arr->dimensions[d];
     strides[d] = arr->strides[d];
     if (strides[d] % item) return false;
   }
-  if (!dtype_of_kind(kind, item, a.desc.dtype)) return false;
   a.desc.device = Device::CPU;
   a.desc.device_id = 0;
   set_geometry(a.desc, arr->nd, shape, strides, name);
@@ -520,12 +533,98 @@ bool import_numpy(ImportedArray& a, py::handle obj, const char* name) {
   return true;
 }
 
+// ----------------------------------------------------------------- CuPy ----
+
+// cupy.ndarray and cupy.cuda.get_current_stream, looked up once cupy has
+// been imported (gpufilt never imports it); null before.
+struct CuPy {
+  PyObject* ndarray = nullptr;
+  PyObject* get_current_stream = nullptr;
+
+  static const CuPy* loaded() {
+    static CuPy cupy;
+    if (!cupy.ndarray && !cupy.look_up()) return nullptr;
+    return &cupy;
+  }
+
+ private:
+  bool look_up() {
+    PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy");  // borrowed
+    if (!module) return false;
+    const Names& n = names();
+    py::object cuda = optional_attr(module, n.cuda);
+    py::object ndarray_type = optional_attr(module, n.ndarray);
+    py::object current = cuda ? optional_attr(cuda, n.get_current_stream) : py::object();
+    if (!ndarray_type || !current || !PyType_Check(ndarray_type.ptr())) return false;
+    get_current_stream = current.release().ptr();
+    ndarray = ndarray_type.release().ptr();  // set last: loaded() tests it
+    return true;
+  }
+};
+
+// An int attribute of obj; false (error cleared) if it has none.
+bool int_attr(py::handle obj, PyObject* name, int64_t& value) {
+  py::object v = optional_attr(obj, name);
+  if (!v || !PyLong_Check(v.ptr())) return false;
+  value = PyLong_AsLongLong(v.ptr());
+  if (value == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// A tuple attribute of obj of at most kMaxDims ints into dims; its length, or -1.
+int64_t dims_attr(py::handle obj, PyObject* name, int64_t (&dims)[kMaxDims]) {
+  py::object t = optional_attr(obj, name);
+  if (!t || !PyTuple_Check(t.ptr()) || PyTuple_GET_SIZE(t.ptr()) > kMaxDims) return -1;
+  const int64_t n = PyTuple_GET_SIZE(t.ptr());
+  for (int64_t i = 0; i < n; ++i) {
+    dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t.ptr(), i));
+    if (dims[i] == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return -1;
+    }
+  }
+  return n;
+}
+
+// A cupy.ndarray (the class itself: a subclass may change what its
+// protocols export) read from its attributes: what its CAI v3 export says,
+// CuPy's current stream as the producer's, without CuPy building the dict or
+// a DLPack capsule (about 1.5 us an array on the H100's host). False for
+// anything unusual, which the protocols then import, with their errors.
+bool import_cupy(ImportedArray& a, py::handle obj, const char* name) {
+  const CuPy* cupy = CuPy::loaded();
+  if (!cupy || Py_TYPE(obj.ptr()) != (PyTypeObject*)cupy->ndarray) return false;
+  const Names& n = names();
+  int64_t item = 0, shape[kMaxDims], strides[kMaxDims], ptr = 0, device_id = 0;
+  py::object dtype = optional_attr(obj, n.dtype), memory = optional_attr(obj, n.data);
+  if (!dtype || !memory || !native_numpy_dtype(dtype, a.desc.dtype, item)) return false;
+  const int64_t ndim = dims_attr(obj, n.shape, shape);
+  if (ndim < 0 || dims_attr(obj, n.strides, strides) != ndim) return false;
+  if (!int_attr(memory, n.ptr, ptr) || !int_attr(memory, n.device_id, device_id)) return false;
+  py::object stream = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(cupy->get_current_stream));
+  int64_t stream_ptr = 0;
+  if (!stream || !int_attr(stream, n.ptr, stream_ptr)) {
+    PyErr_Clear();
+    return false;
+  }
+  set_geometry(a.desc, ndim, shape, strides, name);
+  a.desc.data = reinterpret_cast<char*>(static_cast<intptr_t>(ptr));
+  a.desc.device = Device::CUDA;
+  a.desc.device_id = (int)device_id;
+  a.producer_stream = stream_ptr;  // 0, the legacy default stream, as CAI's 1 (stream_wait takes both)
+  a.protocol = "cupy";
+  return true;
+}
+
 void prepare_import() { names(); }
 
 ImportedArray import_array(py::handle obj, const char* name, Access access, const ImportOptions& options) {
   ImportedArray a;
   a.owner = py::reinterpret_borrow<py::object>(obj);
-  if (import_numpy(a, obj, name)) {
+  if (import_numpy(a, obj, name) || import_cupy(a, obj, name)) {
     if (access == Access::Write && a.readonly) read_only(name);
     return a;
   }
