@@ -1,4 +1,4 @@
-"""The CPU result pool (src/core/host_pool.hpp, _dispatch.pooled_empty):
+"""The CPU result pool (src/core/host_pool.hpp, module_core.cpp new_result):
 results of at least POOL_MIN_BYTES live on pooled blocks; a block is handed
 out again only once every array on it is dropped; GPUFILT_CPU_POOL_BYTES
 caps what is kept; gpufilt.free_cpu_pool() returns it all."""
@@ -140,3 +140,19 @@ def test_unknown_environment_values_warn_at_import(name, value):
     env = dict(os.environ, **{name: value})
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode != 0 and name in run.stderr
+
+
+@pytest.mark.parametrize("shape", [(-1, 3), (2**40, 2**40, 2**20)])
+def test_the_result_allocator_refuses_the_shapes_numpy_refuses(shape):
+    with pytest.raises(ValueError) as want:
+        np.empty(shape, np.float32)
+    with pytest.raises(ValueError, match=str(want.value)[:20]):
+        _core.empty(shape, np.dtype(np.float32))
+
+
+def test_the_result_allocator_pools_only_large_arrays():
+    small = _core.empty((4, 5), np.dtype(np.int16))
+    large = _core.empty(SHAPE, np.dtype(np.float32))
+    assert (small.shape, small.dtype, small.flags.owndata) == ((4, 5), np.int16, True)
+    assert (large.shape, large.dtype, large.flags.owndata) == (SHAPE, np.float32, False)
+    assert large.flags.c_contiguous and large.flags.writeable

@@ -266,24 +266,13 @@ def _device_of(obj, library):
 
 # -------------------------------------------------------------------- output
 
-POOL_MIN_BYTES = _core.POOL_MIN_BYTES
-
-
-def pooled_empty(shape, dtype, nbytes):
-    """An uninitialised numpy array of `shape` and `dtype` (`nbytes` in all,
-    at least POOL_MIN_BYTES) on a block of gpufilt's CPU result pool
-    (src/core/host_pool.hpp): when the array and every view of it are
+def numpy_empty(shape, dtype):
+    """np.empty(shape, dtype) for a CPU result: results of
+    _core.POOL_MIN_BYTES and up are views of a block of gpufilt's CPU result
+    pool (src/core/host_pool.hpp). When the array and every view of it are
     dropped, the block's pages serve the next large result as they are,
     without the operating system faulting them in and zeroing them again."""
-    count = nbytes // dtype.itemsize
-    return np.frombuffer(_core._pooled_block(nbytes), dtype, count).reshape(shape)
-
-
-def numpy_empty(shape, dtype):
-    """np.empty(shape, dtype) for a filter's result; large ones pooled."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    return np.empty(shape, dtype) if nbytes < POOL_MIN_BYTES else pooled_empty(shape, dtype, nbytes)
+    return _core.empty(shape, np.dtype(dtype))
 
 
 def allocate_like(src: Operand, dtype, shape=None):

@@ -72,12 +72,8 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
     straight to `core_kernel` (the _core binding) or its namesake in _cuda:
     tiny arrays pay for every step."""
     if output is None and stream is None and type(cval) is float and not complex_output:
-        if src.library == "numpy":
-            nbytes = src.obj.nbytes
-            out = (np.empty(src.shape, src.dtype) if nbytes < _dispatch.POOL_MIN_BYTES
-                   else _dispatch.pooled_empty(src.shape, src.dtype, nbytes))
-            core_kernel(src.obj, out, work, cval, 0.0, 0)
-            return out
+        if type(src.obj) is np.ndarray:  # the binding makes the output (_dispatch.numpy_empty's way)
+            return core_kernel(src.obj, None, work, cval, 0.0, 0)
         if _dispatch.on_current_cupy_device(src):
             return _dispatch.new_cupy_result(core_kernel.__name__, src, work, cval, src.dtype)
     return _run(kernel, src, work, output, cval, complex_output, stream)

@@ -10,6 +10,7 @@
 //   LineBackend& backend();
 //   intptr_t stream() const;                              // 0 on the CPU
 //   void enter(CallArrays);  // GIL held: device guard, stream waits
+//   static py::object new_output(py::handle input);  // output=None's array
 #pragma once
 #include <pybind11/pybind11.h>
 
@@ -67,15 +68,20 @@ struct ReleaseGilFor {
 
 template <class Policy>
 void register_kernels(py::module_& m) {
-  m.def("separable", [](py::handle input, py::handle output, const py::sequence& passes, double cval,
+  m.def("separable", [](py::handle input, py::object output, const py::sequence& passes, double cval,
                         double cval_imag, intptr_t stream) {
     std::vector<LinePass> plan = parse_passes(passes);
     Policy policy(stream);
-    InputOutput io(input, output, policy);
-    ReleaseGilFor<Policy> nogil(io.in.desc);
-    run_separable(policy.backend(), io.in.desc, io.out.desc, std::move(plan), cval, cval_imag);
+    if (output.is_none()) output = Policy::new_output(input);
+    {
+      InputOutput io(input, output, policy);
+      ReleaseGilFor<Policy> nogil(io.in.desc);
+      run_separable(policy.backend(), io.in.desc, io.out.desc, std::move(plan), cval, cval_imag);
+    }
+    return output;
   }, py::arg("input"), py::arg("output"), py::arg("passes"), py::arg("cval"), py::arg("cval_imag"),
-     py::arg("stream"), "Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output.");
+     py::arg("stream"), "Runs 1-D passes (axis, kind, weights, size, origin, mode) from input into output "
+                        "(None: a new array like the input, on the CPU); returns output.");
 
   m.def("laplace", [](py::handle input, py::handle output, const py::sequence& mode_codes, double cval,
                       intptr_t stream) {
@@ -93,15 +99,20 @@ void register_kernels(py::module_& m) {
      "scipy's laplace (real input, output of its dtype, every axis) in one pass when the backend has a "
      "kernel for the case; False (nothing written) otherwise.");
 
-  m.def("footprint", [](py::handle input, py::handle output, const py::tuple& spec, double cval,
+  m.def("footprint", [](py::handle input, py::object output, const py::tuple& spec, double cval,
                         double cval_imag, intptr_t stream) {
     Footprint filter = parse_footprint(spec);
     Policy policy(stream);
-    InputOutput io(input, output, policy);
-    ReleaseGilFor<Policy> nogil(io.in.desc);
-    run_footprint(policy.backend(), io.in.desc, io.out.desc, filter, cval, cval_imag);
+    if (output.is_none()) output = Policy::new_output(input);
+    {
+      InputOutput io(input, output, policy);
+      ReleaseGilFor<Policy> nogil(io.in.desc);
+      run_footprint(policy.backend(), io.in.desc, io.out.desc, filter, cval, cval_imag);
+    }
+    return output;
   }, py::arg("input"), py::arg("output"), py::arg("spec"), py::arg("cval"), py::arg("cval_imag"),
-     py::arg("stream"), "Runs a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode).");
+     py::arg("stream"), "Runs a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode) from input "
+                        "into output (None: a new array like the input, on the CPU); returns output.");
 
   m.def("elementwise", [](const std::string& op_name, py::handle a, py::handle b, py::handle output,
                           intptr_t stream) {

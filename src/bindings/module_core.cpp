@@ -1,9 +1,13 @@
 // gpufilt._core: always built. Array import (describe) and the CPU kernels.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "bindings/common.hpp"
 #include "bindings/ops_array.hpp"
@@ -19,6 +23,45 @@ using namespace gpufilt;
 
 namespace {
 
+// A block of HostPool memory, owned by a Python object: the numpy arrays made
+// on it keep that object (their base) alive, and the block goes back to the
+// pool when the last of them is dropped.
+struct PooledBlock {
+  void* data;
+  size_t bytes;
+  explicit PooledBlock(size_t n) { std::tie(data, bytes) = HostPool::instance().take(n); }
+  PooledBlock(const PooledBlock&) = delete;
+  PooledBlock& operator=(const PooledBlock&) = delete;
+  ~PooledBlock() { HostPool::instance().give_back(data, bytes); }
+};
+
+// A new uninitialised C-order numpy array: what np.empty(shape, descr)
+// makes, except that results of HostPool::kMinBytes and up are views of a
+// pool block (its Python object is their base). Every CPU result gpufilt
+// allocates comes from here.
+py::object new_result(PyObject* descr, int ndim, const Py_intptr_t* shape) {
+  auto& api = py::detail::npy_api::get();
+  // The size in bytes; shapes numpy refuses (negative, overflowing) go to
+  // numpy for its error.
+  size_t bytes = (size_t)py::reinterpret_borrow<py::dtype>(descr).itemsize();
+  bool valid = true;
+  for (int i = 0; i < ndim; ++i) {
+    const size_t n = shape[i] < 0 ? 0 : (size_t)shape[i];
+    valid = valid && shape[i] >= 0 && (n == 0 || bytes <= SIZE_MAX / n);
+    bytes = valid ? bytes * n : 0;
+  }
+  std::unique_ptr<PooledBlock> block;
+  if (valid && bytes >= HostPool::kMinBytes) block = std::make_unique<PooledBlock>(bytes);
+  Py_INCREF(descr);  // PyArray_NewFromDescr steals it
+  auto array = py::reinterpret_steal<py::object>(api.PyArray_NewFromDescr_(
+      api.PyArray_Type_, descr, ndim, const_cast<Py_intptr_t*>(shape), nullptr, block ? block->data : nullptr,
+      block ? py::detail::npy_api::NPY_ARRAY_WRITEABLE_ : 0, nullptr));
+  if (!array) throw py::error_already_set();
+  if (block && api.PyArray_SetBaseObject_(array.ptr(), py::cast(std::move(block)).release().ptr()) < 0)
+    throw py::error_already_set();
+  return array;
+}
+
 // CPU calls: no device to set, no stream (the argument is ignored).
 struct CpuPolicy {
   static constexpr Device device = Device::CPU;
@@ -27,6 +70,14 @@ struct CpuPolicy {
   LineBackend& backend() { return backend_; }
   intptr_t stream() const { return 0; }
   void enter(CallArrays) {}
+  // The output of a call given none: a base-class numpy array of the numpy
+  // input's shape and dtype.
+  static py::object new_output(py::handle input) {
+    auto& api = py::detail::npy_api::get();
+    if (!api.PyArray_Check_(input.ptr())) throw py::type_error("output=None needs a numpy array as input");
+    const auto* a = py::detail::array_proxy(input.ptr());
+    return new_result(a->descr, a->nd, reinterpret_cast<const Py_intptr_t*>(a->dimensions));
+  }
   CpuBackend backend_;
 };
 
@@ -43,22 +94,13 @@ py::dict build_info() {
   return d;
 }
 
-// A block of HostPool memory as a Python buffer: numpy arrays made on it keep
-// it alive, and it goes back to the pool when the last of them is dropped.
-struct PooledBlock {
-  void* data;
-  size_t bytes;
-  explicit PooledBlock(size_t n) { std::tie(data, bytes) = HostPool::instance().take(n); }
-  PooledBlock(const PooledBlock&) = delete;
-  PooledBlock& operator=(const PooledBlock&) = delete;
-  ~PooledBlock() { HostPool::instance().give_back(data, bytes); }
-};
-
 void register_host_pool(py::module_& m) {
-  py::class_<PooledBlock>(m, "_PooledBlock", py::buffer_protocol())
-      .def_buffer([](PooledBlock& b) { return py::buffer_info(static_cast<unsigned char*>(b.data), (py::ssize_t)b.bytes); });
-  m.def("_pooled_block", [](size_t bytes) { return std::make_unique<PooledBlock>(bytes); }, py::arg("bytes"),
-        "A writable buffer of at least `bytes` from the CPU result pool (core/host_pool.hpp).");
+  py::class_<PooledBlock>(m, "_PooledBlock");
+  m.def("empty", [](const std::vector<Py_intptr_t>& shape, const py::dtype& dtype) {
+    return new_result(dtype.ptr(), (int)shape.size(), shape.data());
+  }, py::arg("shape"), py::arg("dtype"),
+     "np.empty(shape, dtype) for a CPU result: from POOL_MIN_BYTES up, on the CPU result pool "
+     "(core/host_pool.hpp).");
   m.attr("POOL_MIN_BYTES") = HostPool::kMinBytes;
   m.def("free_cpu_pool", [] { HostPool::instance().free_all(); },
         "Returns the CPU result pool's free blocks to the system.");

@@ -63,6 +63,8 @@ struct CudaPolicy {
   }
   LineBackend& backend() { return backend_; }
   intptr_t stream() const { return stream_; }
+  // The Python side allocates CUDA outputs, with the input's library.
+  static py::object new_output(py::handle) { throw py::type_error("output must be an array for a CUDA call"); }
   void enter(CallArrays arrays) {
     guard_.emplace(arrays[0]->desc.device_id);
     for (const ImportedArray* a : arrays)
