@@ -988,6 +988,16 @@ def test_7x7x7_random_footprint_matches_scipy(name, rng):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
+def test_box_medians_of_rows_longer_than_a_chunk_match_scipy(dtype, rng):
+    # The box kernels take 512 bytes of output pairs a chunk, a vector (up
+    # to 64 bytes) at a time: rows of several chunks and a ragged end.
+    x = random_array(rng, (6, 2 * 1024 + 77), dtype)
+    check("median_filter", x, size=5, mode="nearest")
+    check("median_filter", x, size=3, mode="reflect")
+    check("median_filter", random_array(rng, (4, 3, 1100), dtype), size=3, mode="mirror")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
 def test_multithreaded_size_matches_scipy(dtype, rng):
     # Large enough (lines x length > 32768) for the OpenMP path.
     x = random_array(rng, (190, 230), dtype)

@@ -190,7 +190,7 @@ bool fixed_selection(int64_t taps, int64_t rank, const E* const* tap_lines, int6
 // cache; even and odd the last vector of outputs of a line.
 template <class E>
 struct BoxBuffers {
-  static constexpr int64_t kMaxLanes = 32 / sizeof(E), kChunk = 512 / sizeof(E);
+  static constexpr int64_t kMaxLanes = 64 / sizeof(E), kChunk = 512 / sizeof(E);  // lanes: AVX-512's
   int64_t half = 0, columns_read = 0, chunk_len = 0;
   std::vector<E> columns, merged, even, odd, extended;
 
@@ -326,22 +326,28 @@ void box_rank_line(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
 template <class E>
 using BoxRankLine = void (*)(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res);
 
-// The AVX2 copy (32 bytes per compare) where the CPU has AVX2. Moves and
-// comparisons only: the results are the same. `flatten` inlines the kernel
-// into the copy.
+// The AVX2 and AVX-512 copies (32 and 64 bytes per compare) where the CPU
+// has them. Moves and comparisons only: the results are the same. `flatten`
+// inlines the kernel into the copy.
 #if defined(GPUFILT_ISA_COPIES)
 template <class Plan, class E>
 GF_AVX2 void box_rank_line_avx2(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
   box_rank_line<Plan, 32>(rows, n, b, res);
+}
+template <class Plan, class E>
+GF_AVX512 void box_rank_line_avx512(const E* const* rows, int64_t n, BoxBuffers<E>& b, E* res) {
+  box_rank_line<Plan, 64>(rows, n, b, res);
 }
 #endif
 
 template <class Plan, class E>
 BoxRankLine<E> box_rank_line_for_cpu() {
 #if defined(GPUFILT_ISA_COPIES)
-  if (cpu_isa() >= CpuIsa::Avx2) return &box_rank_line_avx2<Plan, E>;
-#endif
+  return for_cpu_isa<BoxRankLine<E>>(&box_rank_line<Plan, 16, E>, &box_rank_line_avx2<Plan, E>,
+                                     &box_rank_line_avx512<Plan, E>);
+#else
   return &box_rank_line<Plan, 16, E>;
+#endif
 }
 
 // The box kernel for `rows` x `width` taps and `rank`, or null: the medians
