@@ -165,18 +165,19 @@ class Operand:
     """An input array as a call sees it: the object handed to the kernels,
     its library, shape, numpy dtype, and device."""
 
-    __slots__ = ("obj", "library", "shape", "dtype", "device", "device_id")
+    __slots__ = ("obj", "library", "shape", "ndim", "dtype", "device", "device_id")
 
     def __init__(self, obj, name="input"):
         if type(obj) is np.ndarray and obj.dtype.kind != "V":  # the common case, read directly
-            self.obj, self.library, self.shape, self.dtype = obj, "numpy", obj.shape, obj.dtype
+            self.obj, self.library, self.shape, self.ndim, self.dtype = obj, "numpy", obj.shape, obj.ndim, obj.dtype
             self.device, self.device_id = "cpu", 0
             return
         if _is_cupy_ndarray(obj) and obj.dtype.kind != "V":  # the common GPU case, read directly too
-            self.obj, self.library, self.shape, self.dtype = obj, "cupy", obj.shape, obj.dtype
+            self.obj, self.library, self.shape, self.ndim, self.dtype = obj, "cupy", obj.shape, obj.ndim, obj.dtype
             self.device, self.device_id = "cuda", obj.data.device_id
             return
         self._import(obj, name)
+        self.ndim = len(self.shape)
         self._accept_dtype(name)
 
     def _accept_dtype(self, name):
@@ -201,10 +202,6 @@ class Operand:
             seen = describe(obj) if not hasattr(obj, "__cuda_array_interface__") else _cai_view(obj)
             self.shape, self.dtype = seen["shape"], _numpy_dtype(seen["dtype"])
             self.device, self.device_id = seen["device"], seen["device_id"]
-
-    @property
-    def ndim(self):
-        return len(self.shape)
 
 
 def _untracked(tensor, name):
