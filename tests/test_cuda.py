@@ -414,20 +414,27 @@ def test_describe_cupy_array_reports_device_pointer(rng):
     assert seen["dtype"] == "float64"
 
 
-def test_cai_producer_stream_is_waited_on(rng):
-    # The producer writes x on stream s after a long queue of work; gpufilt,
-    # called on another stream, must see the written values (it has to wait
-    # for s through an event, not read x early).
-    s = cupy.cuda.Stream(non_blocking=True)
-    new = random_array(rng, (256, 256), np.float32)
-    x = cupy.zeros((256, 256), cupy.float32)
-    out = cupy.zeros_like(x)
+def _written_late(s, new):
+    """A cupy array that holds zeros until `new` lands in it on stream s,
+    behind a long queue of work there (tens of ms)."""
+    x = cupy.zeros(new.shape, cupy.float32)
     busy = cupy.ones((4096, 4096), cupy.float32)
     cupy.cuda.Device().synchronize()
     with s:
         for _ in range(10):
-            busy = busy @ busy / 4096  # keeps s busy for a while (tens of ms)
+            busy = busy @ busy / 4096
         x.set(new, stream=s)
+    return x
+
+
+def test_cai_producer_stream_is_waited_on(rng):
+    # The producer writes x on stream s; gpufilt, called on another stream,
+    # must see the written values (it has to wait for s through an event,
+    # not read x early).
+    s = cupy.cuda.Stream(non_blocking=True)
+    new = random_array(rng, (256, 256), np.float32)
+    out = cupy.zeros((256, 256), cupy.float32)  # ready before _written_late's synchronize
+    x = _written_late(s, new)
     other = cupy.cuda.Stream(non_blocking=True)
     gnd.gaussian_filter(CAIWrapper(x, s.ptr), 1.5, output=out, stream=other)
     other.synchronize()
@@ -459,19 +466,14 @@ def test_a_cupy_subclass_is_imported_through_its_protocols(rng):
 
 @pytest.mark.parametrize("output", ["new", "given"])
 def test_cupy_input_written_on_the_current_stream_is_waited_on(output, rng):
-    # x is written on cupy's current stream s after a long queue of work;
-    # gpufilt, told to run on another stream, must wait for s (an event).
+    # x is written on s, cupy's current stream at the call; gpufilt, told to
+    # run on another stream, must wait for s (an event).
     s = cupy.cuda.Stream(non_blocking=True)
     new = random_array(rng, (256, 256), np.float32)
-    x = cupy.zeros((256, 256), cupy.float32)
-    out = cupy.zeros_like(x)
-    busy = cupy.ones((4096, 4096), cupy.float32)
-    cupy.cuda.Device().synchronize()
+    out = cupy.zeros((256, 256), cupy.float32)  # ready before _written_late's synchronize
+    x = _written_late(s, new)
     other = cupy.cuda.Stream(non_blocking=True)
     with s:
-        for _ in range(10):
-            busy = busy @ busy / 4096  # keeps s busy for a while (tens of ms)
-        x.set(new, stream=s)
         got = gnd.gaussian_filter(x, 1.5, output=None if output == "new" else out, stream=other)
     other.synchronize()
     s.synchronize()
