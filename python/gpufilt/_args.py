@@ -148,6 +148,15 @@ def check_order(order) -> int:
     return order
 
 
+def check_threads(threads) -> int:
+    """A filter's `threads=`: a positive integer."""
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise TypeError(f"threads must be a positive integer or None, not {threads!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be a positive integer or None, not {threads!r}")
+    return int(threads)
+
+
 def check_cval(cval, input_dtype: np.dtype):
     if type(cval) in (int, float):  # the common case, without numpy's slower test
         return cval

@@ -3,7 +3,9 @@
 Signatures and results follow scipy.ndimage (SciPy 1.17); inputs may be any
 array gpufilt can import (numpy, cupy, torch, jax, numba, plain buffers) and
 results come back in the caller's library, on the input's device. GPU calls
-also take ``stream=`` (an int, or a cupy/torch stream).
+also take ``stream=`` (an int, or a cupy/torch stream); CPU calls take
+``threads=`` (the threads of that call, default GPUFILT_NUM_THREADS, else
+OMP_NUM_THREADS, else all cores).
 """
 from __future__ import annotations
 
@@ -77,6 +79,17 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
         if _dispatch.on_current_cupy_device(src):
             return _dispatch.new_cupy_result(core_kernel.__name__, src, work, cval, src.dtype)
     return _run(kernel, src, work, output, cval, complex_output, stream)
+
+
+def _on_cpu_threads(threads, func, *args, **kwargs):
+    """func(*args, **kwargs) with its CPU kernels on `threads` threads: a
+    filter's `threads=`, for this call and this Python thread only (CUDA
+    calls ignore it)."""
+    before = _core._set_call_threads(_args.check_threads(threads))
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _core._set_call_threads(before)
 
 
 # _separable(src, passes, output, cval, complex_output=False, stream=None):
@@ -180,9 +193,12 @@ def _gaussian_pass(axis, sigma, order, mode, truncate, radius):
 
 # ------------------------------------------------------------------ filters
 
-def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
-                *, stream=None):
+def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
+                stream=None, threads=None):
     """Calculate a 1-D correlation along the given axis (scipy.ndimage.correlate1d)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, correlate1d, input, weights, axis, output, mode, cval, origin,
+                               stream=stream)
     src = _filter_input(input)
     w = _as_weights(weights, ndim=1)
     axis = _args.check_axis(axis, src.ndim)
@@ -194,9 +210,12 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
-def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
-               *, stream=None):
+def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
+               stream=None, threads=None):
     """Calculate a 1-D convolution along the given axis (scipy.ndimage.convolve1d)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, convolve1d, input, weights, axis, output, mode, cval, origin,
+                               stream=stream)
     w = _as_weights(weights, ndim=1)
     origin = -_args.check_origin(origin, len(w)) - (1 - len(w) % 2)
     # Reversed taps; conjugated so that correlate1d's conjugation cancels out.
@@ -204,17 +223,23 @@ def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, o
 
 
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
-                      truncate=4.0, *, radius=None, stream=None):
+                      truncate=4.0, *, radius=None, stream=None, threads=None):
     """1-D Gaussian filter (scipy.ndimage.gaussian_filter1d)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, gaussian_filter1d, input, sigma, axis, order, output, mode, cval,
+                               truncate, radius=radius, stream=stream)
     src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     passes = [_gaussian_pass(axis, sigma, order, mode, truncate, radius)]
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
-def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
-                    *, radius=None, axes=None, stream=None):
+def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0, *,
+                    radius=None, axes=None, stream=None, threads=None):
     """Multidimensional Gaussian filter (scipy.ndimage.gaussian_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, gaussian_filter, input, sigma, order, output, mode, cval, truncate,
+                               radius=radius, axes=axes, stream=stream)
     src = _filter_input(input)
     passes = _gaussian_passes(src.ndim, sigma, order, mode, truncate, radius, axes)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
@@ -240,9 +265,12 @@ def _uniform_pass(axis, size, origin, mode):
     return (axis, "uniform", (), size, origin, _args.mode_code(mode))
 
 
-def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
-                     *, stream=None):
+def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
+                     stream=None, threads=None):
     """1-D uniform (box) filter (scipy.ndimage.uniform_filter1d)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, uniform_filter1d, input, size, axis, output, mode, cval, origin,
+                               stream=stream)
     src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     passes = [_uniform_pass(axis, size, origin, mode)]
@@ -250,8 +278,11 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
 
 
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
-                   stream=None):
+                   stream=None, threads=None):
     """Multidimensional uniform (box) filter (scipy.ndimage.uniform_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, uniform_filter, input, size, output, mode, cval, origin, axes=axes,
+                               stream=stream)
     src = _filter_input(input)
     passes = _uniform_passes(src.ndim, size, origin, mode, axes)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
@@ -341,14 +372,20 @@ def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution,
 
 
 def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
-              stream=None):
+              stream=None, threads=None):
     """Multidimensional correlation (scipy.ndimage.correlate)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, correlate, input, weights, output, mode, cval, origin, axes=axes,
+                               stream=stream)
     return _correlate_nd(input, weights, output, mode, cval, origin, axes, False, stream)
 
 
 def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
-             stream=None):
+             stream=None, threads=None):
     """Multidimensional convolution (scipy.ndimage.convolve)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, convolve, input, weights, output, mode, cval, origin, axes=axes,
+                               stream=stream)
     return _correlate_nd(input, weights, output, mode, cval, origin, axes, True, stream)
 
 
@@ -369,15 +406,21 @@ def _min_max_1d(input, size, axis, output, mode, cval, origin, kind, stream):
     return _separable(src, passes, output, cval, stream=stream)
 
 
-def minimum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
-                     *, stream=None):
+def minimum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
+                     stream=None, threads=None):
     """1-D minimum filter (scipy.ndimage.minimum_filter1d)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, minimum_filter1d, input, size, axis, output, mode, cval, origin,
+                               stream=stream)
     return _min_max_1d(input, size, axis, output, mode, cval, origin, "minimum", stream)
 
 
-def maximum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0,
-                     *, stream=None):
+def maximum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
+                     stream=None, threads=None):
     """1-D maximum filter (scipy.ndimage.maximum_filter1d)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, maximum_filter1d, input, size, axis, output, mode, cval, origin,
+                               stream=stream)
     return _min_max_1d(input, size, axis, output, mode, cval, origin, "maximum", stream)
 
 
@@ -428,14 +471,20 @@ _min_or_max_plan_of_size = _args.memoize_plain(_min_or_max_plan)
 
 
 def minimum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                   origin=0, *, axes=None, stream=None):
+                   origin=0, *, axes=None, stream=None, threads=None):
     """Multidimensional minimum filter (scipy.ndimage.minimum_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, minimum_filter, input, size, footprint, output, mode, cval, origin,
+                               axes=axes, stream=stream)
     return _min_or_max(input, size, footprint, output, mode, cval, origin, axes, "minimum", stream)
 
 
 def maximum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                   origin=0, *, axes=None, stream=None):
+                   origin=0, *, axes=None, stream=None, threads=None):
     """Multidimensional maximum filter (scipy.ndimage.maximum_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, maximum_filter, input, size, footprint, output, mode, cval, origin,
+                               axes=axes, stream=stream)
     return _min_or_max(input, size, footprint, output, mode, cval, origin, axes, "maximum", stream)
 
 
@@ -503,22 +552,31 @@ _rank_plan_of_size = _args.memoize_plain(_rank_plan)
 
 
 def rank_filter(input, rank, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                origin=0, *, axes=None, stream=None):
+                origin=0, *, axes=None, stream=None, threads=None):
     """Multidimensional rank filter (scipy.ndimage.rank_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, rank_filter, input, rank, size, footprint, output, mode, cval, origin,
+                               axes=axes, stream=stream)
     return _rank_filter(input, rank, size, footprint, output, mode, cval, origin, axes, "rank",
                         stream)
 
 
-def median_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                  origin=0, *, axes=None, stream=None):
+def median_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0, origin=0,
+                  *, axes=None, stream=None, threads=None):
     """Multidimensional median filter (scipy.ndimage.median_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, median_filter, input, size, footprint, output, mode, cval, origin,
+                               axes=axes, stream=stream)
     return _rank_filter(input, 0, size, footprint, output, mode, cval, origin, axes, "median",
                         stream)
 
 
 def percentile_filter(input, percentile, size=None, footprint=None, output=None, mode="reflect",
-                      cval=0.0, origin=0, *, axes=None, stream=None):
+                      cval=0.0, origin=0, *, axes=None, stream=None, threads=None):
     """Multidimensional percentile filter (scipy.ndimage.percentile_filter)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, percentile_filter, input, percentile, size, footprint, output, mode,
+                               cval, origin, axes=axes, stream=stream)
     return _rank_filter(input, percentile, size, footprint, output, mode, cval, origin, axes,
                         "percentile", stream)
 
@@ -545,13 +603,17 @@ def _edge_passes(ndim, axis, mode, operator):
     return tuple(passes)
 
 
-def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None):
+def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None, threads=None):
     """Sobel filter (scipy.ndimage.sobel)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, sobel, input, axis, output, mode, cval, stream=stream)
     return _edge_filter(input, axis, output, mode, cval, "sobel", stream)
 
 
-def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None):
+def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None, threads=None):
     """Prewitt filter (scipy.ndimage.prewitt)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, prewitt, input, axis, output, mode, cval, stream=stream)
     return _edge_filter(input, axis, output, mode, cval, "prewitt", stream)
 
 
@@ -591,11 +653,14 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square):
 
 
 def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0, extra_arguments=(),
-                    extra_keywords=None, *, axes=None):
+                    extra_keywords=None, *, axes=None, threads=None):
     """N-D Laplace filter from a second-derivative function (scipy.ndimage.generic_laplace).
 
     ``derivative2(input, axis, output, mode, cval, *extra_arguments, **extra_keywords)``
     is called once per axis, with the caller's array; it may use gpufilt's filters."""
+    if threads is not None:
+        return _on_cpu_threads(threads, generic_laplace, input, derivative2, output, mode, cval,
+                               extra_arguments, extra_keywords, axes=axes)
     kw = extra_keywords or {}
 
     def derivative(x, axis, out, mode, cval):
@@ -604,9 +669,12 @@ def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0, e
 
 
 def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
-                               extra_arguments=(), extra_keywords=None, *, axes=None):
+                               extra_arguments=(), extra_keywords=None, *, axes=None, threads=None):
     """Gradient magnitude from a first-derivative function
     (scipy.ndimage.generic_gradient_magnitude)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, generic_gradient_magnitude, input, derivative, output, mode, cval,
+                               extra_arguments, extra_keywords, axes=axes)
     kw = extra_keywords or {}
 
     def first(x, axis, out, mode, cval):
@@ -614,8 +682,10 @@ def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", c
     return _sum_over_axes(input, first, output, mode, cval, axes, square=True)
 
 
-def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
+def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None, threads=None):
     """N-D Laplace filter with [1, -2, 1] second differences (scipy.ndimage.laplace)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, laplace, input, output, mode, cval, axes=axes)
     in_one_pass = _laplace_in_one_pass(input, output, mode, cval, axes)
     if in_one_pass is not None:
         return in_one_pass
@@ -655,8 +725,12 @@ def _sigma_per_axis(ndim, axes, sigma):
     return full
 
 
-def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
+def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
+                     threads=None, **kwargs):
     """Laplace filter with Gaussian second derivatives (scipy.ndimage.gaussian_laplace)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, gaussian_laplace, input, sigma, output, mode, cval, axes=axes,
+                               **kwargs)
     ndim = _filter_input(input).ndim
     sigmas = _sigma_per_axis(ndim, _args.check_axes(axes, ndim), sigma)
 
@@ -668,8 +742,11 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
 
 
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
-                                **kwargs):
+                                threads=None, **kwargs):
     """Gradient magnitude with Gaussian derivatives (scipy.ndimage.gaussian_gradient_magnitude)."""
+    if threads is not None:
+        return _on_cpu_threads(threads, gaussian_gradient_magnitude, input, sigma, output, mode, cval,
+                               axes=axes, **kwargs)
     ndim = _filter_input(input).ndim
 
     def derivative(x, axis, out, mode, cval):

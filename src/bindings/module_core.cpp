@@ -144,6 +144,8 @@ PYBIND11_MODULE(_core, m) {
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
   register_host_pool(m);
+  m.def("_set_call_threads", &set_cpu_call_threads, py::arg("threads"),
+        "Sets this thread's CPU thread count for the calls it makes (0: the default); returns the one before.");
   m.def("cpu_isa_info", &cpu_isa_info, "The vector instructions the CPU kernels use and the CPU supports.");
   m.def("_set_cpu_isa", &set_cpu_isa, py::arg("isa"),
         "Caps the vector instructions of the CPU kernels ('baseline', 'avx2', 'avx512'); returns the cap before.");

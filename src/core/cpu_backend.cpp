@@ -646,8 +646,19 @@ MeanGroup<G> mean_group_kernel() {
 
 }  // namespace
 
+namespace {
+thread_local int call_threads = 0;  // set_cpu_call_threads
+}  // namespace
+
+int set_cpu_call_threads(int threads) {
+  const int before = call_threads;
+  call_threads = threads > 0 ? std::min(threads, 4096) : 0;
+  return before;
+}
+
 int cpu_max_threads() {
 #if defined(GPUFILT_OPENMP)
+  if (call_threads > 0) return call_threads;
   // Read once: GPUFILT_NUM_THREADS (a positive integer) wins over OpenMP's
   // own count, which follows OMP_NUM_THREADS.
   static const int threads = [] {

@@ -24,8 +24,14 @@ class CpuBackend final : public LineBackend {
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;
 };
 
-// Threads the CPU kernels use: GPUFILT_NUM_THREADS if set, else OpenMP's
-// count (OMP_NUM_THREADS); 1 without OpenMP. Read once, at the first call.
+// Threads the CPU kernels use: the calling thread's override (below) if
+// set, else GPUFILT_NUM_THREADS if set, else OpenMP's count
+// (OMP_NUM_THREADS); 1 without OpenMP. The environment is read once, at the
+// first call.
 int cpu_max_threads();
+
+// Sets the calling thread's override (the `threads=` of a filter call; 0:
+// none) and returns the one before.
+int set_cpu_call_threads(int threads);
 
 }  // namespace gpufilt
