@@ -14,6 +14,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -54,17 +55,24 @@ struct InputOutput {
   }
 };
 
-// py::gil_scoped_release for a kernel's run on `work`, except for small CPU
-// work: releasing the GIL and taking it back costs about a tenth of a call
-// on a tiny array, and no other thread gains much from so short a wait.
+// py::gil_scoped_release for a kernel's run over `a`, `taps` reads an
+// element, except for small CPU work (microseconds): releasing the GIL and
+// taking it back costs about a tenth of a call on a tiny array, and no other
+// thread gains much from so short a wait.
 template <class Policy>
 struct ReleaseGilFor {
-  static constexpr int64_t kMinCpuElements = 16384;
-  explicit ReleaseGilFor(const ArrayDesc& work) {
-    if (Policy::device != Device::CPU || work.size() >= kMinCpuElements) nogil.emplace();
+  static constexpr int64_t kMinCpuReads = 65536;
+  ReleaseGilFor(const ArrayDesc& a, int64_t taps) {
+    if (Policy::device != Device::CPU || a.size() * std::max<int64_t>(taps, 1) >= kMinCpuReads) nogil.emplace();
   }
   std::optional<py::gil_scoped_release> nogil;
 };
+
+inline int64_t total_taps(const std::vector<LinePass>& passes) {
+  int64_t taps = 0;
+  for (const LinePass& p : passes) taps += p.taps();
+  return taps;
+}
 
 template <class Policy>
 void register_kernels(py::module_& m) {
@@ -75,7 +83,7 @@ void register_kernels(py::module_& m) {
     if (output.is_none()) output = Policy::new_output(input);
     {
       InputOutput io(input, output, policy);
-      ReleaseGilFor<Policy> nogil(io.in.desc);
+      ReleaseGilFor<Policy> nogil(io.in.desc, total_taps(plan));
       run_separable(policy.backend(), io.in.desc, io.out.desc, std::move(plan), cval, cval_imag);
     }
     return output;
@@ -93,7 +101,7 @@ void register_kernels(py::module_& m) {
     }
     Policy policy(stream);
     InputOutput io(input, output, policy);
-    ReleaseGilFor<Policy> nogil(io.in.desc);
+    ReleaseGilFor<Policy> nogil(io.in.desc, 2 * (int64_t)modes.size() + 1);
     return policy.backend().fused_laplace(io.in.desc, io.out.desc, modes, cval);
   }, py::arg("input"), py::arg("output"), py::arg("modes"), py::arg("cval"), py::arg("stream"),
      "scipy's laplace (real input, output of its dtype, every axis) in one pass when the backend has a "
@@ -106,7 +114,7 @@ void register_kernels(py::module_& m) {
     if (output.is_none()) output = Policy::new_output(input);
     {
       InputOutput io(input, output, policy);
-      ReleaseGilFor<Policy> nogil(io.in.desc);
+      ReleaseGilFor<Policy> nogil(io.in.desc, filter.taps());
       run_footprint(policy.backend(), io.in.desc, io.out.desc, filter, cval, cval_imag);
     }
     return output;
@@ -124,7 +132,7 @@ void register_kernels(py::module_& m) {
     static const char* const names[] = {"a", "b", "out"};
     require_device({&x, &y, &out}, names, Policy::device);
     policy.enter({&x, &y, &out});
-    ReleaseGilFor<Policy> nogil(out.desc);
+    ReleaseGilFor<Policy> nogil(out.desc, 1);
     run_elementwise(policy.backend(), op, x.desc, y.desc, out.desc);
   }, py::arg("op"), py::arg("a"), py::arg("b"), py::arg("out"), py::arg("stream"),
      "out = op(a, b) for op 'add', 'subtract', 'square' (a*a) or 'sqrt'; one dtype and shape.");
