@@ -8,6 +8,7 @@ CPU, ``_cuda`` for CUDA).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -384,31 +385,27 @@ def _backend(src: Operand, stream):
     return cuda_module(), resolve_stream(stream, src)
 
 
-def run_separable(src: Operand, output, passes, cval, default_dtype, stream=None):
-    """Runs 1-D passes from src into `output` (scipy's output argument) on
-    src's device; returns the caller's result object."""
+def _run_kernel(kernel_name, src: Operand, output, work, cval, default_dtype, stream=None):
+    """Runs the binding `kernel_name` ('separable' or 'footprint') of src's
+    device on `work` from src into `output` (scipy's output argument);
+    returns the caller's result object."""
     if output is None and stream is None:
         if src.library == "numpy":
-            return _new_numpy_result(_core.separable, src, passes, cval, default_dtype)
+            return _new_numpy_result(getattr(_core, kernel_name), src, work, cval, default_dtype)
         if on_current_cupy_device(src):
-            return new_cupy_result("separable", src, passes, cval, default_dtype)
+            return new_cupy_result(kernel_name, src, work, cval, default_dtype)
     module, stream = _backend(src, stream)
     out, result = resolve_output(output, src, default_dtype)
-    module.separable(src.obj, out, passes, *_real_and_imag(cval), stream)
+    getattr(module, kernel_name)(src.obj, out, work, *_real_and_imag(cval), stream)
     return hand_back(out, src) if result is None else result
 
 
-def run_footprint(src: Operand, output, spec, cval, default_dtype, stream=None):
-    """Runs a footprint filter (see _core.footprint) like run_separable."""
-    if output is None and stream is None:
-        if src.library == "numpy":
-            return _new_numpy_result(_core.footprint, src, spec, cval, default_dtype)
-        if on_current_cupy_device(src):
-            return new_cupy_result("footprint", src, spec, cval, default_dtype)
-    module, stream = _backend(src, stream)
-    out, result = resolve_output(output, src, default_dtype)
-    module.footprint(src.obj, out, spec, *_real_and_imag(cval), stream)
-    return hand_back(out, src) if result is None else result
+# run_separable(src, output, passes, cval, default_dtype, stream=None): 1-D
+# passes (axis, kind, weights, size, origin, mode).
+run_separable = functools.partial(_run_kernel, "separable")
+# run_footprint(src, output, spec, cval, default_dtype, stream=None): a
+# footprint filter (see _core.footprint).
+run_footprint = functools.partial(_run_kernel, "footprint")
 
 
 def _new_numpy_result(kernel, src: Operand, work, cval, dtype):
