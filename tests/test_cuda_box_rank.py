@@ -88,10 +88,11 @@ def test_grid_modes_match_scipy(mode, rng):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int16", "uint32", "float16", "float32"])
-@pytest.mark.parametrize("cval", [0.0, 7.0, 0.5, 0.1])
+@pytest.mark.parametrize("cval", [0.0, 7.0, 0.5, 0.1, 1 + 2**-12])
 def test_cval_matches_scipy(dtype, cval, rng):
     # 0.5 and 0.1 are not keys of the integer (or float) orders: those calls
-    # go to the general kernel, and must agree all the same.
+    # go to the general kernel, and must agree all the same. 1 + 2**-12 is
+    # a float32 but no float16: float16 data take the float32 keys for it.
     check(device(rng, (5, 7, 66), dtype), size=3, mode="constant", cval=cval)
 
 
@@ -138,6 +139,21 @@ def test_output_dtype_and_view_output_are_written(rng):
     assert got is out
     expected = scipy_reference("median_filter", cupy.asnumpy(x), size=3, output=np.float64)
     np.testing.assert_array_equal(cupy.asnumpy(out), expected)
+
+
+@pytest.mark.parametrize("view", ["offset", "reversed", "strided"])
+@pytest.mark.parametrize("size", [(3, 3, 3), (5, 5, 5), (3, 3)])
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "float16", "float32"])
+def test_output_views_of_the_input_dtype_are_written(dtype, size, view, rng):
+    # These dtypes store an output pair in one store where the output's
+    # layout allows it: an offset of one element (pairs misaligned), a
+    # reversed or a strided last axis must each get the element stores.
+    x = device(rng, (6, 20, 70)[-len(size):], dtype)
+    wide = cupy.zeros(x.shape[:-1] + (141,), dtype)
+    out = {"offset": wide[..., 1:71], "reversed": wide[..., 70::-1][..., :70], "strided": wide[..., ::2][..., :70]}[view]
+    got = gnd.median_filter(x, size=size, mode="reflect", output=out)
+    assert got is out
+    np.testing.assert_array_equal(cupy.asnumpy(out), scipy_reference("median_filter", cupy.asnumpy(x), size=size))
 
 
 @pytest.mark.parametrize("fraction", [0.05, 0.5, 0.9])

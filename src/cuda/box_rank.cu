@@ -73,13 +73,14 @@ struct Keys<KeyKind::UInt> {
 template <>
 struct Keys<KeyKind::Float> {  // float16, bfloat16, float32: exact as float
   using type = uint32_t;
-  static __device__ type from(double v) {
-    const float f = (float)v;
+  static __device__ type from_float(float f) {
     if (f != f) return ~0u;
     const uint32_t u = __float_as_uint(f);
     return (u >> 31) ? ~u : u | 0x80000000u;
   }
-  static __device__ double value(type k) { return __uint_as_float((k >> 31) ? k & 0x7fffffffu : ~k); }
+  static __device__ float to_float(type k) { return __uint_as_float((k >> 31) ? k & 0x7fffffffu : ~k); }
+  static __device__ type from(double v) { return from_float((float)v); }
+  static __device__ double value(type k) { return to_float(k); }
 };
 
 template <>
@@ -95,18 +96,105 @@ struct Keys<KeyKind::Double> {
   }
 };
 
+// How a median kernel reads its input as keys and stores its results.
+// AnyIO: any dtypes, each element through double and a run-time switch on
+// its dtype (elements.cuh). SameIO<T>: input and output of dtype T, aligned:
+// typed loads, no double, and an output pair in one store where aligned, for
+// the dtypes that must keep float32's speed (ncu, H100, 3x3x3 on 256^3
+// float32: AnyIO spent ~190 of 274 instructions an output outside the
+// selection, and its separate stores of each pair's two outputs made 39% of
+// the global sectors excess; 0.29 -> 0.21 ms). float16 is ordered by its
+// bits, as float32 is (Keys<Float>), not through a conversion to float.
+template <KeyKind Kind>
+struct AnyIO {
+  using Key = Keys<Kind>;
+  using V = typename Key::type;
+  static __device__ __forceinline__ V load(const BoxArgs& a, const char* p) {
+    return Key::from(load_any(a.in_dtype, p, a.in_aligned));
+  }
+  static __device__ __forceinline__ V cval_key(double cval) { return Key::from(cval); }
+  static __device__ __forceinline__ void store(const BoxArgs& a, char* p, V k) {
+    store_any(a.out_dtype, p, Key::value(k), a.out_aligned);
+  }
+  // Outputs x and x + 1 of a row at p, the second only when `both`.
+  static __device__ __forceinline__ void store_pair(const BoxArgs& a, char* p, V first, V second, bool both) {
+    store(a, p, first);
+    if (both) store(a, p + a.out_stride[2], second);
+  }
+};
+
+// float16 bits as an order key, as Keys<Float> orders float32 (every NaN
+// greatest), and back (any NaN as the quiet one).
+constexpr int32_t kHalfNaNKey = 0xffff;
+__device__ __forceinline__ int32_t half_key(uint16_t h) {
+  if ((h & 0x7fffu) > 0x7c00u) return kHalfNaNKey;
+  return h >> 15 ? ~h & 0xffff : h | 0x8000;
+}
+__device__ __forceinline__ uint16_t half_of_key(int32_t k) {
+  return k == kHalfNaNKey ? 0x7e00 : k >> 15 ? k & 0x7fff : ~k & 0xffff;
+}
+
+template <DType T>
+struct SameIO {
+  static_assert(T == DType::Float32 || T == DType::Float16 || T == DType::UInt8 || T == DType::UInt16,
+                "the dtypes below");
+  using Key = Keys<T == DType::Float32 ? KeyKind::Float : KeyKind::Int>;
+  using V = typename Key::type;
+  using S = typename storage<T>::type;
+  struct alignas(2 * sizeof(S)) Pair {
+    S first, second;
+  };
+
+  static bool applies(const BoxArgs& a) {
+    const bool cval_exact = T != DType::Float16 || a.mode != Mode::Constant || std::isnan(a.cval) ||
+                            (double)half_bits_to_float(float_to_half_bits((float)a.cval)) == a.cval;
+    return a.in_dtype == T && a.out_dtype == T && a.in_aligned && a.out_aligned && cval_exact;
+  }
+  static __device__ __forceinline__ V key(S s) {
+    if constexpr (T == DType::Float32) {
+      return Key::from_float(s);
+    } else if constexpr (T == DType::Float16) {
+      return half_key(s);
+    } else {
+      return s;
+    }
+  }
+  static __device__ __forceinline__ S value(V k) {
+    if constexpr (T == DType::Float32) return Key::to_float(k);
+    else if constexpr (T == DType::Float16) return half_of_key(k);
+    else return (S)k;
+  }
+  static __device__ __forceinline__ V cval_key(double cval) {
+    if constexpr (T == DType::Float16) return key(float_to_half_bits((float)cval));
+    else return Key::from(cval);
+  }
+  static __device__ __forceinline__ V load(const BoxArgs&, const char* p) {
+    return key(__ldg(reinterpret_cast<const S*>(p)));
+  }
+  static __device__ __forceinline__ void store(const BoxArgs&, char* p, V k) { *reinterpret_cast<S*>(p) = value(k); }
+  static __device__ __forceinline__ void store_pair(const BoxArgs& a, char* p, V first, V second, bool both) {
+    if (both && a.out_stride[2] == sizeof(S) && reinterpret_cast<uintptr_t>(p) % sizeof(Pair) == 0) {
+      *reinterpret_cast<Pair*>(p) = Pair{value(first), value(second)};
+      return;
+    }
+    store(a, p, first);
+    if (both) store(a, p + a.out_stride[2], second);
+  }
+};
+
 // A block's input planes as order keys in shared memory, Plane elements a
 // plane (rows of Cols), Loads a thread: each thread's elements located once
 // (their byte offsets within any plane, kOutside for cval; offsets may be
 // negative), then any plane m loaded and converted into dst.
-template <class Key, int Loads, int Plane, int Cols>
+template <class IO, int Loads, int Plane, int Cols>
 struct PlaneKeys {
+  using Key = typename IO::Key;
   using V = typename Key::type;
   static constexpr int64_t kOutside = INT64_MIN;
   int64_t offset[Loads];
   V cval;
 
-  __device__ PlaneKeys(const BoxArgs& a, const BlockOrigin& o) : cval(Key::from(a.cval)) {
+  __device__ PlaneKeys(const BoxArgs& a, const BlockOrigin& o) : cval(IO::cval_key(a.cval)) {
 #pragma unroll
     for (int l = 0; l < Loads; ++l) {
       const int e = threadIdx.x + l * kThreads;
@@ -122,7 +210,7 @@ struct PlaneKeys {
     for (int l = 0; l < Loads; ++l) {
       const int e = threadIdx.x + l * kThreads;
       if (e < Plane)
-        dst[e] = jm < 0 || offset[l] == kOutside ? cval : Key::from(load_any(a.in_dtype, plane + offset[l], a.in_aligned));
+        dst[e] = jm < 0 || offset[l] == kOutside ? cval : IO::load(a, plane + offset[l]);
     }
   }
 };
@@ -321,13 +409,12 @@ struct BoxShape {
 
 // Two blocks an SM for 32-bit keys: 128 registers (52 bytes spilled) instead
 // of 175 at one block; H100, 5x5x5 on 256^3 float32: 2.06 -> 1.66 ms.
-template <KeyKind Kind>
-constexpr int kMedianMinBlocks = Kind == KeyKind::Double ? 1 : 2;
+template <class IO>
+constexpr int kMedianMinBlocks = sizeof(typename IO::V) == 8 ? 1 : 2;
 
-template <KeyKind Kind, class Shape>
-__global__ void __launch_bounds__(kThreads, kMedianMinBlocks<Kind>) box_median_kernel(const __grid_constant__ BoxArgs a) {
-  using Key = Keys<Kind>;
-  using V = typename Key::type;
+template <class IO, class Shape>
+__global__ void __launch_bounds__(kThreads, kMedianMinBlocks<IO>) box_median_kernel(const __grid_constant__ BoxArgs a) {
+  using V = typename IO::V;
   using Select = Forgetful<Shape::taps, Shape::taps / 2>;
   // Sorting networks need all the shared values in registers at once: for
   // up to 128 registers of them; forgetful selection (a set of half the
@@ -339,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, kMedianMinBlocks<Kind>) box_median_k
   const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
   const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
-  const PlaneKeys<Key, Shape::loads, Shape::plane, cols> planes(a, o);
+  const PlaneKeys<IO, Shape::loads, Shape::plane, cols> planes(a, o);
   auto load_plane = [&](int64_t m, V* dst) { planes.load(a, o, m, dst); };
 
   const int pair = threadIdx.x % (Shape::tile_cols / 2), row = threadIdx.x / (Shape::tile_cols / 2);
@@ -361,10 +448,11 @@ __global__ void __launch_bounds__(kThreads, kMedianMinBlocks<Kind>) box_median_k
   auto after_common = [](auto get) {  // value i of the window, i >= shared_taps, an own one
     return [get](auto i) { return get(std::integral_constant<int, decltype(i)::value - Shape::shared_taps>()); };
   };
+  // One output at a time: holding the first for a store of both spilled
+  // (5x5x5: 348 bytes, against 52).
   auto store = [&](int64_t m, int64_t xo, V key) {
     if (r < a.n[1] && xo < a.n[2])
-      store_any(a.out_dtype, a.out + out_base + m * a.out_stride[0] + r * a.out_stride[1] + xo * a.out_stride[2],
-                Key::value(key), a.out_aligned);
+      IO::store(a, a.out + out_base + m * a.out_stride[0] + r * a.out_stride[1] + xo * a.out_stride[2], key);
   };
 
 #pragma unroll 1
@@ -467,25 +555,32 @@ struct ColumnShape {
 // blocks, 256^3 took 0.318 ms against 0.334 (within the run-to-run spread:
 // occupancy is not the whole story either). 7x7 boxes and 64-bit keys keep
 // their registers (they spill at 64).
-template <KeyKind Kind, class Shape>
-constexpr int kColumnMinBlocks = Kind != KeyKind::Double && Shape::KM * Shape::KP * Shape::KX <= 27 ? 4 : 1;
+template <class IO, class Shape>
+constexpr int kColumnMinBlocks = sizeof(typename IO::V) == 4 && Shape::KM * Shape::KP * Shape::KX <= 27 ? 4 : 1;
 
-template <KeyKind Kind, class Shape>
-__global__ void __launch_bounds__(kThreads, kColumnMinBlocks<Kind, Shape>) box_column_median_kernel(const __grid_constant__ BoxArgs a) {
-  using Key = Keys<Kind>;
-  using V = typename Key::type;
+template <class IO, class Shape>
+__global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_column_median_kernel(const __grid_constant__ BoxArgs a) {
+  using V = typename IO::V;
   constexpr int KM = Shape::KM, KP = Shape::KP, KX = Shape::KX, row_cols = Shape::row_cols;
   using Median = ColumnMedian<KM, KP, KX>;
   constexpr int rows = Median::rows, half = row_cols / 2;
   using Column = SortedColumn<V, rows>;
   __shared__ V plane[Shape::plane];
-  // Column 2h + parity of tile row r at sorted[parity][r][h].
-  __shared__ Column sorted[2][Shape::tile_rows][half];
+  // Column 2h + parity of tile row r at sorted[parity].at[r][h]. The 16-byte
+  // stores of 8 neighbouring threads go to both parities, so the second
+  // starts 64 bytes further on in the banks than the first (ncu, H100:
+  // without, the stores of 3x3x3 took two-way bank conflicts).
+  constexpr int skew_words = (4 - Shape::tile_rows * half * Column::padded % 8 + 8) % 8;
+  struct ParityColumns {
+    Column at[Shape::tile_rows][half];
+    uint4 skew[skew_words ? skew_words : 8];
+  };
+  __shared__ ParityColumns sorted[2];
 
   const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
   const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
-  const PlaneKeys<Key, Shape::loads, Shape::plane, row_cols> planes(a, o);
+  const PlaneKeys<IO, Shape::loads, Shape::plane, row_cols> planes(a, o);
   auto load_plane = [&](int64_t m) { planes.load(a, o, m, plane); };
 
   // This thread's columns: e = threadIdx.x + c kThreads below
@@ -513,13 +608,13 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<Kind, Shape>) box_c
   // The pair of outputs this thread selects: tile row `row`, columns 2 pair, 2 pair + 1.
   const int pair = threadIdx.x % Shape::pairs, row = threadIdx.x / Shape::pairs;
   const int64_t x = x0 + 2 * pair, r = row0 + row;
-  auto store = [&](int64_t m, int64_t xo, V key) {
-    if (r < a.n[1] && xo < a.n[2])
-      store_any(a.out_dtype, a.out + out_base + m * a.out_stride[0] + r * a.out_stride[1] + xo * a.out_stride[2],
-                Key::value(key), a.out_aligned);
+  auto store = [&](int64_t m, V first, V second) {  // outputs x and x + 1 of plane m
+    if (r < a.n[1] && x < a.n[2])
+      IO::store_pair(a, a.out + out_base + m * a.out_stride[0] + r * a.out_stride[1] + x * a.out_stride[2], first,
+                     second, x + 1 < a.n[2]);
   };
   auto column = [&](int c, V (&v)[rows]) {  // column 2 pair + c of this thread's row
-    sorted[c % 2][row][pair + c / 2].load(v);
+    sorted[c % 2].at[row][pair + c / 2].load(v);
   };
 
 #pragma unroll
@@ -545,14 +640,13 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<Kind, Shape>) box_c
       V col[rows];
       Median::merge_column(held[c], col);
       const int e = threadIdx.x + c * kThreads, cx = e % row_cols;
-      sorted[cx % 2][e / row_cols][cx / 2].store(col);
+      sorted[cx % 2].at[e / row_cols][cx / 2].store(col);
       drop_oldest_run(c);
     }
     __syncthreads();
     V first, second;
     Median::medians(column, first, second);
-    store(m, x, first);
-    store(m, x + 1, second);
+    store(m, first, second);
   }
 }
 
@@ -664,19 +758,23 @@ constexpr bool kByColumns = false;
 template <int KM, int KP, int KX>
 constexpr bool kByColumns<ColumnShape<KM, KP, KX>> = true;
 
-template <KeyKind Kind, class Shape>
+template <class IO, class Shape>
 void launch_median(const BoxArgs& a, int64_t blocks, cudaStream_t stream) {
-  if constexpr (kByColumns<Shape>) box_column_median_kernel<Kind, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
-  else box_median_kernel<Kind, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
+  if constexpr (kByColumns<Shape>) box_column_median_kernel<IO, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
+  else box_median_kernel<IO, Shape><<<(unsigned)blocks, kThreads, 0, stream>>>(a);
 }
 
 template <class Shape>
 void launch_median_kind(KeyKind kind, const BoxArgs& a, int64_t blocks, cudaStream_t stream) {
+  if (SameIO<DType::Float32>::applies(a)) return launch_median<SameIO<DType::Float32>, Shape>(a, blocks, stream);
+  if (SameIO<DType::Float16>::applies(a)) return launch_median<SameIO<DType::Float16>, Shape>(a, blocks, stream);
+  if (SameIO<DType::UInt8>::applies(a)) return launch_median<SameIO<DType::UInt8>, Shape>(a, blocks, stream);
+  if (SameIO<DType::UInt16>::applies(a)) return launch_median<SameIO<DType::UInt16>, Shape>(a, blocks, stream);
   switch (kind) {
-    case KeyKind::Int: return launch_median<KeyKind::Int, Shape>(a, blocks, stream);
-    case KeyKind::UInt: return launch_median<KeyKind::UInt, Shape>(a, blocks, stream);
-    case KeyKind::Float: return launch_median<KeyKind::Float, Shape>(a, blocks, stream);
-    case KeyKind::Double: return launch_median<KeyKind::Double, Shape>(a, blocks, stream);
+    case KeyKind::Int: return launch_median<AnyIO<KeyKind::Int>, Shape>(a, blocks, stream);
+    case KeyKind::UInt: return launch_median<AnyIO<KeyKind::UInt>, Shape>(a, blocks, stream);
+    case KeyKind::Float: return launch_median<AnyIO<KeyKind::Float>, Shape>(a, blocks, stream);
+    case KeyKind::Double: return launch_median<AnyIO<KeyKind::Double>, Shape>(a, blocks, stream);
   }
 }
 
