@@ -432,6 +432,12 @@ def new_cupy_result(kernel_name, src: Operand, work, cval, dtype):
     return out
 
 
+def into_cupy_output(kernel_name, src: Operand, output, work, cval):
+    """new_cupy_result into the caller's cupy array `output`; returns it."""
+    kernel = getattr(cuda_module(), kernel_name)
+    return kernel(src.obj, output, work, *_real_and_imag(cval), sys.modules["cupy"].cuda.get_current_stream().ptr)
+
+
 def _real_and_imag(cval):
     """cval's real and imaginary parts as floats (a float without complex())."""
     if type(cval) is float:

@@ -70,15 +70,32 @@ def _run(kernel, src, work, output, cval, complex_output, stream):
 def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, stream=None):
     """Runs `work` (1-D passes for run_separable, a footprint for
     run_footprint) with scipy's output rules. The most common calls, a numpy
-    or cupy input into a new array of its dtype with a float cval, go
-    straight to `core_kernel` (the _core binding) or its namesake in _cuda:
-    tiny arrays pay for every step."""
-    if output is None and stream is None and type(cval) is float and not complex_output:
-        if type(src.obj) is np.ndarray:  # the binding makes the output (_dispatch.numpy_empty's way)
-            return core_kernel(src.obj, None, work, cval, 0.0, 0)
-        if _dispatch.on_current_cupy_device(src):
-            return _dispatch.new_cupy_result(core_kernel.__name__, src, work, cval, src.dtype)
+    or cupy input into a new array of its dtype or into an array of its own
+    type and shape, with a float cval, go straight to `core_kernel` (the
+    _core binding) or its namesake in _cuda: tiny arrays pay for every step.
+    The binding checks the output's device and writability."""
+    if stream is None and type(cval) is float and not complex_output:
+        if output is None:
+            if type(src.obj) is np.ndarray:  # the binding makes the output (_dispatch.numpy_empty's way)
+                return core_kernel(src.obj, None, work, cval, 0.0, 0)
+            if _dispatch.on_current_cupy_device(src):
+                return _dispatch.new_cupy_result(core_kernel.__name__, src, work, cval, src.dtype)
+        elif type(output) is type(src.obj) and src.library in _PLAIN_LIBRARIES and _is_plain_output(output, src):
+            if src.library == "numpy":
+                return core_kernel(src.obj, output, work, cval, 0.0, 0)
+            if _dispatch.on_current_cupy_device(src):
+                return _dispatch.into_cupy_output(core_kernel.__name__, src, output, work, cval)
     return _run(kernel, src, work, output, cval, complex_output, stream)
+
+
+# The arrays the fast path of _filter takes: numpy or cupy, of the input's
+# shape and a real dtype (not bfloat16, kind "V").
+_PLAIN_LIBRARIES = frozenset(("numpy", "cupy"))
+_PLAIN_OUTPUT_KINDS = frozenset("biuf")
+
+
+def _is_plain_output(output, src):
+    return output.dtype.kind in _PLAIN_OUTPUT_KINDS and output.shape == src.shape
 
 
 def _on_cpu_threads(threads, func, *args, **kwargs):
