@@ -110,6 +110,9 @@ struct AnyIO {
   using Key = Keys<Kind>;
   using V = typename Key::type;
   using Raw = V;  // what fetch reads: here already the key
+  // Input planes box_column_median_kernel keeps in flight: its fetch waits
+  // for its loads itself (the conversion), so one.
+  static constexpr int kFetchAhead = 1;
   static __device__ __forceinline__ Raw fetch(const BoxArgs& a, const char* p) {
     return Key::from(load_any(a.in_dtype, p, a.in_aligned));
   }
@@ -144,6 +147,12 @@ struct SameIO {
   using V = typename Key::type;
   using S = typename storage<T>::type;
   using Raw = S;  // what fetch reads: the element, made a key only when stored
+  // Input planes box_column_median_kernel keeps in flight. H100, one -> two
+  // (3x3x3 on 256^3): float32 0.20-0.21 -> 0.18-0.19 ms (5x5 on 8192^2
+  // 0.67-0.70 -> 0.58-0.59), float16 0.21-0.22 -> 0.20, uint16 0.166-0.176
+  // -> 0.175-0.185, uint8 0.165-0.174 -> 0.19-0.20 (24 bytes spilled): two
+  // but for uint8, so that none is slower than float32.
+  static constexpr int kFetchAhead = sizeof(S) >= 2 ? 2 : 1;
   struct alignas(2 * sizeof(S)) Pair {
     S first, second;
   };
@@ -603,15 +612,14 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
   const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
   const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
-  // Input plane m is fetched into registers a step before it is stored into
-  // `plane` and sorted: its loads are in flight through the step before.
-  // ncu, H100, 3x3x3 on 256^3, loads at the top of each step: 5.5 of ~14
-  // cycles between a warp's instructions waited on them. Fetched ahead:
-  // uint16 0.196 -> 0.17 ms, uint8 0.183 -> 0.17, float16 0.234 -> 0.215;
-  // float32 stays at 0.21 and still waits (3 of ~13 cycles): its 64 MiB
-  // come from DRAM each call, uint16's 32 MiB stay in the 50 MB L2. Fetching
-  // the first planes all at once, or runs of 32 planes a block, changed
-  // nothing.
+  // Input planes are fetched into registers IO::kFetchAhead steps before
+  // they are stored into `plane` and sorted: their loads are in flight
+  // through the steps before. ncu, H100, 3x3x3 on 256^3, loads at the top
+  // of each step: 5.5 of ~14 cycles between a warp's instructions waited on
+  // them. One step ahead: uint16 0.196 -> 0.17 ms, uint8 0.183 -> 0.17,
+  // float16 0.234 -> 0.215, float32 0.21 either way (its 64 MiB come from
+  // DRAM every call, uint16's stay in the 50 MB L2): two for it (SameIO).
+  // Blocks of 32 planes instead of 16 changed nothing.
   const PlaneKeys<IO, Shape::loads, Shape::plane, row_cols> planes(a, o);
   auto fetch_plane = [&](int64_t m) { return planes.fetch(a, o, m); };
 
@@ -649,12 +657,23 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
     sorted[c % 2].at[row][pair + c / 2].load(v);
   };
 
-  auto next = fetch_plane(m0 + a.lo[0]);
+  // ahead[i]: input plane k + i, k the next one stored (the block's
+  // first plane m0 + lo[0], then one more a step).
+  constexpr int kAhead = IO::kFetchAhead;
+  decltype(fetch_plane(0)) ahead[kAhead];
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) ahead[i] = fetch_plane(m0 + a.lo[0] + i);
+  auto store_next_plane = [&](int64_t k, int64_t end) {  // plane k into `plane`; plane k + kAhead fetched
+    planes.store(ahead[0], plane);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i + 1 < kAhead; ++i) ahead[i] = ahead[i + 1];
+    if (k + kAhead < end) ahead[kAhead - 1] = fetch_plane(k + kAhead);
+  };
+  const int64_t planes_end = m_end + a.lo[0] + KM - 1;  // one past the last input plane read
 #pragma unroll
   for (int j = 0; j < KM - 1; ++j) {  // the first KM - 1 planes' runs
-    planes.store(next, plane);
-    __syncthreads();
-    next = fetch_plane(m0 + a.lo[0] + j + 1);
+    store_next_plane(m0 + a.lo[0] + j, planes_end);
 #pragma unroll
     for (int c = 0; c < thread_columns; ++c) {
       if (!has_column(c)) continue;
@@ -665,9 +684,7 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
   }
 #pragma unroll 1
   for (int64_t m = m0; m < m_end; ++m) {
-    planes.store(next, plane);
-    __syncthreads();
-    if (m + 1 < m_end) next = fetch_plane(m + 1 + a.lo[0] + KM - 1);
+    store_next_plane(m + a.lo[0] + KM - 1, planes_end);
 #pragma unroll
     for (int c = 0; c < thread_columns; ++c) {
       if (!has_column(c)) continue;
