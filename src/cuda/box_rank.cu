@@ -618,8 +618,8 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
   // of each step: 5.5 of ~14 cycles between a warp's instructions waited on
   // them. One step ahead: uint16 0.196 -> 0.17 ms, uint8 0.183 -> 0.17,
   // float16 0.234 -> 0.215, float32 0.21 either way (its 64 MiB come from
-  // DRAM every call, uint16's stay in the 50 MB L2): two for it (SameIO).
-  // Blocks of 32 planes instead of 16 changed nothing.
+  // DRAM every call, uint16's stay in the 50 MB L2). How many: kFetchAhead
+  // of AnyIO and SameIO. Blocks of 32 planes instead of 16 changed nothing.
   const PlaneKeys<IO, Shape::loads, Shape::plane, row_cols> planes(a, o);
   auto fetch_plane = [&](int64_t m) { return planes.fetch(a, o, m); };
 
