@@ -703,10 +703,12 @@ struct PlaneGeometry {
   // 8-bit data is latency bound, not bandwidth bound (ncu: loads waited on
   // at 36% occupancy): shorter runs, fewer registers, more blocks an SM
   // (with its input staged, H100: 16-row runs 0.432 ms, 32-row 0.56, on
-  // 8192^2 uint8 gaussian sigma 2).
+  // 8192^2 uint8 gaussian sigma 2; summed in float, 4 blocks an SM
+  // 0.433-0.44, 5 0.415-0.427, 6 0.454-0.463; sums in double keep 4, as
+  // they already spill at 64 registers).
   static constexpr bool kShortRuns = sizeof(Acc) == 8 || kEightBit<T>;
   static constexpr int kRows = kShortRuns ? 16 : 32;        // pass-0 results an item computes
-  static constexpr int kMinBlocks = kEightBit<T> ? 4 : 3;
+  static constexpr int kMinBlocks = kEightBit<T> ? (sizeof(Acc) == 4 ? 5 : 4) : 3;
   static constexpr int TY = 2 * kRows;
   static constexpr int TX = (128 - (TAPS - 1)) / 4 * 4;  // a haloed row of at most 128 columns
   static constexpr int HX = TX + TAPS - 1;
