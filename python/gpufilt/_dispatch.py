@@ -422,20 +422,19 @@ def on_current_cupy_device(src: Operand):
     return src.library == "cupy" and src.device_id == sys.modules["cupy"].cuda.runtime.getDevice()
 
 
-def new_cupy_result(kernel_name, src: Operand, work, cval, dtype):
-    """_new_numpy_result for a cupy input on the current device: the kernel
-    `kernel_name` of _cuda into a new cupy array, on cupy's current stream."""
-    cupy = sys.modules["cupy"]
-    kernel = getattr(cuda_module(), kernel_name)
-    out = cupy.ndarray(src.shape, dtype)  # cupy.empty, without its Python frame
-    kernel(src.obj, out, work, *_real_and_imag(cval), cupy.cuda.get_current_stream().ptr)
-    return out
-
-
 def into_cupy_output(kernel_name, src: Operand, output, work, cval):
-    """new_cupy_result into the caller's cupy array `output`; returns it."""
+    """The kernel `kernel_name` of _cuda from a cupy input on the current
+    device into the cupy array `output`, on cupy's current stream; returns
+    `output`."""
     kernel = getattr(cuda_module(), kernel_name)
     return kernel(src.obj, output, work, *_real_and_imag(cval), sys.modules["cupy"].cuda.get_current_stream().ptr)
+
+
+def new_cupy_result(kernel_name, src: Operand, work, cval, dtype):
+    """_new_numpy_result for a cupy input on the current device: into_cupy_output
+    into a new cupy array of `dtype`."""
+    out = sys.modules["cupy"].ndarray(src.shape, dtype)  # cupy.empty, without its Python frame
+    return into_cupy_output(kernel_name, src, out, work, cval)
 
 
 def _real_and_imag(cval):

@@ -80,7 +80,7 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
                 return core_kernel(src.obj, None, work, cval, 0.0, 0)
             if _dispatch.on_current_cupy_device(src):
                 return _dispatch.new_cupy_result(core_kernel.__name__, src, work, cval, src.dtype)
-        elif type(output) is type(src.obj) and src.library in _PLAIN_LIBRARIES and _is_plain_output(output, src):
+        elif _is_plain_output(output, src):
             if src.library == "numpy":
                 return core_kernel(src.obj, output, work, cval, 0.0, 0)
             if _dispatch.on_current_cupy_device(src):
@@ -88,14 +88,11 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
     return _run(kernel, src, work, output, cval, complex_output, stream)
 
 
-# The arrays the fast path of _filter takes: numpy or cupy, of the input's
-# shape and a real dtype (not bfloat16, kind "V").
-_PLAIN_LIBRARIES = frozenset(("numpy", "cupy"))
-_PLAIN_OUTPUT_KINDS = frozenset("biuf")
-
-
 def _is_plain_output(output, src):
-    return output.dtype.kind in _PLAIN_OUTPUT_KINDS and output.shape == src.shape
+    """True for an output _filter's fast path takes: a numpy or cupy array of
+    the input's very type and shape, of a real dtype (not bfloat16, kind "V")."""
+    return (type(output) is type(src.obj) and src.library in ("numpy", "cupy") and output.dtype.kind in "biuf"
+            and output.shape == src.shape)
 
 
 def _on_cpu_threads(threads, func, *args, **kwargs):
