@@ -64,17 +64,12 @@ def median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3, keep_first=
 
 def interleaved_median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3, keep_first=False):
     """{key: median ms} of the timers in time_once_ms ({key: function}),
-    taken in rounds that time each of them in turn, so that every key sees
-    the same conditions: on a shared machine speed drifts over seconds
+    taken in rounds that time each of them once in turn, so that every key
+    sees the same conditions: on a shared machine speed drifts over seconds
     (single-thread times moved by 2x within a minute on the 16-core VM), and
     timings of one key taken after another's would compare two moments.
-    In a round each timer runs twice and its second call is the sample: a
-    call right after another key's pays for the switch (16-core VM: 16
-    threads after a one-thread call, uniform 3 on 256^3 2.46 ms against
-    1.56 back to back, 1.85 after one call between).
 
-    Warm-up and repeat count as in median_ms, with budget_s per key for
-    the timed calls.
+    Warm-up and repeat count as in median_ms, with budget_s per key.
     """
     first = {key: f() for key, f in time_once_ms.items()}
     if keep_first:
@@ -83,7 +78,6 @@ def interleaved_median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3,
     samples = {key: [] for key in time_once_ms}
     for _ in range(rounds):
         for key, f in time_once_ms.items():
-            f()
             samples[key].append(f())
     return {key: statistics.median(s + [first[key]] if keep_first or not s else s)
             for key, s in samples.items()}

@@ -15,14 +15,13 @@ scipy's (max |diff| relative to the data range, 1e-4 for floats, 1 unit for
 integers, 3 for OpenCV's fixed-point uint8 GaussianBlur; FAIL is printed and
 the run goes on). Then each library gets a warm-up call at each thread
 count and time.perf_counter times repeated calls on the same random array
-(never zeros), in rounds that time one call at each thread count in turn,
-after an untimed one at that count (_bench.interleaved_median_ms): on a
-shared VM the speed of a core drifts by up to 2x within a minute, and
+(never zeros), in rounds that time one call at each thread count in turn:
+on a shared VM the speed of a core drifts by up to 2x within a minute, and
 thread counts timed minutes apart would compare two moments rather than
 two thread counts. The thread count is set between calls (gpufilt: this
 Python thread's count, as `threads=` sets it; OpenCV: cv2.setNumThreads).
-The round count adapts so a case's timed calls take ~0.75 s per library
-and thread count. scipy.ndimage is single-threaded: timed once, its time serves every
+The round count adapts so a case takes ~0.75 s per library and thread
+count. scipy.ndimage is single-threaded: timed once, its time serves every
 row. Per-call overhead: thousands of back-to-back calls timed together,
 divided by the count. Library errors are reported in the table and do not
 stop the run.
