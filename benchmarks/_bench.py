@@ -62,27 +62,6 @@ def median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3, keep_first=
     return statistics.median(samples + [first] if keep_first or not samples else samples)
 
 
-def interleaved_median_ms(time_once_ms, budget_s=0.75, max_reps=200, min_reps=3, keep_first=False):
-    """{key: median ms} of the timers in time_once_ms ({key: function}),
-    taken in rounds that time each of them once in turn, so that every key
-    sees the same conditions: on a shared machine speed drifts over seconds
-    (single-thread times moved by 2x within a minute on the 16-core VM), and
-    timings of one key taken after another's would compare two moments.
-
-    Warm-up and repeat count as in median_ms, with budget_s per key.
-    """
-    first = {key: f() for key, f in time_once_ms.items()}
-    if keep_first:
-        first = {key: time_once_ms[key]() if ms / 1e3 < budget_s else ms for key, ms in first.items()}
-    rounds = repeat_count(sum(first.values()) / 1e3, budget_s * len(first), max_reps, min_reps)
-    samples = {key: [] for key in time_once_ms}
-    for _ in range(rounds):
-        for key, f in time_once_ms.items():
-            samples[key].append(f())
-    return {key: statistics.median(s + [first[key]] if keep_first or not s else s)
-            for key, s in samples.items()}
-
-
 def per_call_us(call, finish=lambda: None, budget_s=0.5, max_calls=20000, batches=5):
     """Wall time of one call(), in microseconds: the median over `batches`
     batches of many back-to-back calls of their mean, so that a batch the

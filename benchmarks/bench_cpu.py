@@ -10,19 +10,17 @@ What it measures, per case and per thread count (default: 1 and all cores):
   * parallel efficiency t1 / (tN * N) of gpufilt and OpenCV;
   * the per-call overhead of uniform_filter on a 16-element array.
 
-How: one process. gpufilt's and OpenCV's results are first checked against
+How: every thread count runs in its own subprocess of this script
+(`--threads N --worker PATH`) with OMP_NUM_THREADS=N, because gpufilt's
+OpenMP runtime reads it once at first use; OpenCV gets cv2.setNumThreads(N).
+In each worker, gpufilt's and OpenCV's results are first checked against
 scipy's (max |diff| relative to the data range, 1e-4 for floats, 1 unit for
 integers, 3 for OpenCV's fixed-point uint8 GaussianBlur; FAIL is printed and
-the run goes on). Then each library gets a warm-up call at each thread
-count and time.perf_counter times repeated calls on the same random array
-(never zeros), in rounds that time one call at each thread count in turn:
-on a shared VM the speed of a core drifts by up to 2x within a minute, and
-thread counts timed minutes apart would compare two moments rather than
-two thread counts. The thread count is set between calls (gpufilt: this
-Python thread's count, as `threads=` sets it; OpenCV: cv2.setNumThreads).
-The round count adapts so a case takes ~0.75 s per library and thread
-count. scipy.ndimage is single-threaded: timed once, its time serves every
-row. Per-call overhead: thousands of back-to-back calls timed together,
+the run goes on). Then each library gets a warm-up call and time.perf_counter
+times repeated calls on the same random array (never zeros); the repeat
+count adapts so a case takes ~0.75 s per library. scipy.ndimage is
+single-threaded, so it is timed in the first worker only and its time serves
+every row. Per-call overhead: thousands of back-to-back calls timed together,
 divided by the count. Library errors are reported in the table and do not
 stop the run.
 
@@ -45,7 +43,11 @@ Usage: python benchmarks/bench_cpu.py [--quick] [--small] [--preallocated]
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -110,30 +112,20 @@ def random_array(shape, dtype, seed=0):
     return rng.random(shape, dtype=np.float32).astype(dtype, copy=False)
 
 
-# ------------------------------------------------------------------ timing
+# ------------------------------------------------------------------ worker (one thread count)
 
-def load_libraries():
+def load_libraries(threads):
     """{'gpufilt': module, 'scipy': module, 'opencv': cv2 (when importable)}."""
     import scipy.ndimage
     from gpufilt import ndimage
     libs = {"gpufilt": ndimage, "scipy": scipy.ndimage}
     try:
         import cv2
+        cv2.setNumThreads(threads)
         libs["opencv"] = cv2
     except ImportError:
         pass
     return libs
-
-
-def thread_setters(libs):
-    """{library: set_threads(n)} for the multi-threaded libraries. gpufilt's
-    sets this Python thread's count for its calls, as each filter's
-    `threads=` does, without that keyword's wrapper on every timed call."""
-    from gpufilt import _core
-    setters = {"gpufilt": _core._set_call_threads}
-    if "opencv" in libs:
-        setters["opencv"] = libs["opencv"].setNumThreads
-    return setters
 
 
 def bind(case, libs, preallocated=False):
@@ -172,82 +164,80 @@ def check(case, calls, x):
     return checks
 
 
-def time_once_ms(call, x, set_threads=None, threads=None):
-    if set_threads:
-        set_threads(threads)
+def time_once_ms(call, x):
     start = time.perf_counter()
     call(x)
     return (time.perf_counter() - start) * 1e3
 
 
-def time_library(case, call, x, set_threads, counts, args):
-    """{thread count: time} of one library: ms per call, interleaved across
-    the thread counts (interleaved_median_ms), or us per call (per_call_us),
-    one count after another."""
-    budget_s = 0.3 if args.quick else 0.75
-    if set_threads is None:  # single-threaded: the same time serves every count
-        counts = counts[:1]
-    if case.per_call:
-        times = {}
-        for n in counts:
-            if set_threads:
-                set_threads(n)
-            times[n] = _bench.per_call_us(lambda: call(x), lambda: None, budget_s)
-    else:
-        timers = {n: (lambda n=n: time_once_ms(call, x, set_threads, n)) for n in counts}
-        times = (_bench.interleaved_median_ms(timers, budget_s, 100, 0, True) if args.quick
-                 else _bench.interleaved_median_ms(timers, budget_s, 100))
-    if set_threads:
-        set_threads(0)  # back to the default
-    return times
-
-
-def run_case(case, check_case, libs, setters, counts, args):
-    """Checks (on check_case's array) and times one case for every library at
-    every thread count; returns {thread count: result record}."""
+def run_case(case, check_case, libs, args):
+    """Checks (on check_case's array) and times one case for every library;
+    returns its result record. scipy is timed only when args.time_scipy."""
     calls = bind(case, libs, args.preallocated)
-    checks = check(case, calls, random_array(check_case.shape, check_case.dtype))
-    records = {n: {"case": case.name, "per_call": case.per_call, "checks": checks, "times": {}, "errors": {}}
-               for n in counts}
+    record = {"case": case.name, "per_call": case.per_call,
+              "checks": check(case, calls, random_array(check_case.shape, check_case.dtype)),
+              "times": {}, "errors": {}}
     x = random_array(case.shape, case.dtype)
+    budget_s = 0.3 if args.quick else 0.75
     for name, call in calls.items():
-        if checks.get(name, "").startswith("ERROR"):
-            for r in records.values():
-                r["errors"][name] = checks[name][len("ERROR "):]
+        if name == "scipy" and not args.time_scipy:
             continue
-        times, err = _bench.attempt(time_library, case, call, x, setters.get(name), counts, args)
-        for n, r in records.items():
-            r["times"][name] = (times or {}).get(n, (times or {}).get(counts[0]))
-            if err:
-                r["errors"][name] = err
-    return records
+        if record["checks"].get(name, "").startswith("ERROR"):
+            record["errors"][name] = record["checks"][name][len("ERROR "):]
+            continue
+        if case.per_call:
+            value, err = _bench.attempt(_bench.per_call_us, lambda: call(x), lambda: None, budget_s)
+        elif args.quick:
+            value, err = _bench.attempt(_bench.median_ms, lambda: time_once_ms(call, x), budget_s, 100,
+                                        0, True)
+        else:
+            value, err = _bench.attempt(_bench.median_ms, lambda: time_once_ms(call, x), budget_s, 100)
+        record["times"][name] = value
+        if err:
+            record["errors"][name] = err
+    return record
 
 
-def run_all(args, counts):
-    """Runs every case; returns one run per thread count: {"threads", "results"}."""
-    libs = load_libraries()
-    setters = thread_setters(libs)
+def run_worker(args):
+    """Runs every case at args.threads and writes the records to args.worker."""
+    threads = int(args.threads)
+    libs = load_libraries(threads)
     import gpufilt
-    print(f"gpufilt CPU threads by default: {gpufilt.info()['build'].get('cpu_threads', '?')}; "
-          f"thread counts: {counts}; libraries: {', '.join(libs)}", flush=True)
+    omp = gpufilt.info()["build"].get("cpu_threads", "?")
+    print(f"[threads={threads}] gpufilt OpenMP threads: {omp}; libraries: {', '.join(libs)}",
+          flush=True)
     timed = build_cases(4 if args.small else 1)
     checked = build_cases(4) if args.quick else timed
-    runs = [{"threads": n, "results": []} for n in counts]
+    records = []
     for case, check_case in zip(timed, checked):
         if args.cases.lower() in case.name.lower():
-            print(f"... {case.name}", flush=True)
-            records = run_case(case, check_case, libs, setters, counts, args)
-            for run in runs:
-                run["results"].append(records[run["threads"]])
-    return runs
+            print(f"[threads={threads}] ... {case.name}", flush=True)
+            records.append(run_case(case, check_case, libs, args))
+    with open(args.worker, "w") as f:
+        json.dump({"threads": threads, "gpufilt_omp_threads": omp, "results": records}, f)
 
 
-# ------------------------------------------------------------------ report
+# ------------------------------------------------------------------ parent (all thread counts)
 
 def thread_counts(spec):
     """'1,all' -> [1, os.cpu_count()], without repeats."""
     counts = [os.cpu_count() if item.strip() == "all" else int(item) for item in spec.split(",")]
     return list(dict.fromkeys(counts))
+
+
+def spawn_worker(threads, args, time_scipy):
+    """Runs this script as a worker with OMP_NUM_THREADS=threads; returns its JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "worker.json")
+        flags = [flag for flag, on in (("--quick", args.quick), ("--small", args.small),
+                                       ("--preallocated", args.preallocated), ("--time-scipy", time_scipy))
+                 if on]
+        command = [sys.executable, os.path.abspath(__file__), "--threads", str(threads),
+                   "--worker", path, "--cases", args.cases] + flags
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+        subprocess.run(command, env=env, check=True)
+        with open(path) as f:
+            return json.load(f)
 
 
 def efficiency(t1, tn, n):
@@ -261,8 +251,10 @@ def summarize(runs):
     single = {r["case"]: r["times"] for run in runs if run["threads"] == 1 for r in run["results"]}
     rows = []
     for index in range(len(runs[0]["results"])):
+        scipy_ms = runs[0]["results"][index]["times"].get("scipy")  # timed by the first worker
         for run in runs:
             r, n = run["results"][index], run["threads"]
+            r["times"].setdefault("scipy", scipy_ms)
             t, base = r["times"], single.get(r["case"], {})
             r["speedup_vs_scipy"] = _bench.ratio(t.get("scipy"), t.get("gpufilt"))
             r["speedup_vs_opencv"] = _bench.ratio(t.get("opencv"), t.get("gpufilt"))
@@ -325,14 +317,18 @@ def parse_args(argv=None):
                         help="gpufilt and scipy write into output arrays allocated once (output=): "
                              "times without the cost of a fresh output's first touch")
     parser.add_argument("--json", help="write the results to this JSON file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one thread count
+    parser.add_argument("--time-scipy", action="store_true", help=argparse.SUPPRESS)  # internal
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.worker:
+        return run_worker(args)
     info = versions()
     print("  ".join(f"{k}: {v}" for k, v in info.items()))
-    runs = run_all(args, thread_counts(args.threads))
+    runs = [spawn_worker(n, args, index == 0) for index, n in enumerate(thread_counts(args.threads))]
     rows = summarize(runs)
     print_report(rows)
     if args.json:
