@@ -11,8 +11,14 @@ What it measures, per case and per thread count (default: 1 and all cores):
   * the per-call overhead of uniform_filter on a 16-element array.
 
 How: every thread count runs in its own subprocess of this script
-(`--threads N --worker PATH`) with OMP_NUM_THREADS=N, because gpufilt's
-OpenMP runtime reads it once at first use; OpenCV gets cv2.setNumThreads(N).
+(`--threads N --worker PATH`) with OMP_NUM_THREADS=N; OpenCV gets
+cv2.setNumThreads(N). Each count's calls then run back to back, the steady
+state of a program that uses its cores. Interleaving the counts in one
+process (threads= set between calls) measured the VM instead: on the
+16-core GPU machine a 16-thread call after one-thread calls ran up to 3x
+slower than in a run of 16-thread calls, even after an untimed call between
+(gaussian sigma 1 on 256^3: 7.99 ms against 3.65; laplace 7.99 against
+2.32), while one-thread times agreed.
 In each worker, gpufilt's and OpenCV's results are first checked against
 scipy's (max |diff| relative to the data range, 1e-4 for floats, 1 unit for
 integers, 3 for OpenCV's fixed-point uint8 GaussianBlur; FAIL is printed and
