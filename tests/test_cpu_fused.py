@@ -93,6 +93,24 @@ def test_chain_plane_by_plane_modes(name, args, kwargs, mode, rng):
     check_chain(name, x, *args, mode=mode, cval=1.1, **kwargs)
 
 
+# Long passes along rows of a plane: the outputs near both ends of each row
+# are computed together from the two ends' windows side by side (row_ends).
+# float64 sums take scipy's order and rounding, so they must match to the bit;
+# origins put the ends' reach off centre, and 8-bit data sums in double too.
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,args,kwargs", [
+    ("gaussian_filter1d", (4.0, -1), {}),
+    ("correlate1d", (np.linspace(-1.0, 2.0, 12), -1), {"origin": 3}),
+    ("correlate1d", (np.linspace(0.5, 1.5, 7), -1), {"origin": -3}),
+    ("uniform_filter", (17,), {"origin": -5}),
+])
+@pytest.mark.parametrize("dtype", ["float64", "uint8"])
+def test_row_ends_of_long_passes_give_scipys_bits(name, args, kwargs, dtype, mode, rng):
+    x = random_array(rng, (8, 10, 450), dtype)  # over kFusedMinSize: the fused chain
+    np.testing.assert_array_equal(getattr(gnd, name)(x, *args, mode=mode, cval=2.0, **kwargs),
+                                  scipy_reference(name, x, *args, mode=mode, cval=2.0, **kwargs))
+
+
 @pytest.mark.parametrize("name", ["sobel", "gaussian_filter"])
 def test_chain_per_axis_modes_and_cval(name, rng):
     """cval 1.1 is no float32: float32 derivatives summed in double use it
