@@ -93,22 +93,33 @@ def test_chain_plane_by_plane_modes(name, args, kwargs, mode, rng):
     check_chain(name, x, *args, mode=mode, cval=1.1, **kwargs)
 
 
-# Long passes along rows of a plane: the outputs near both ends of each row
-# are computed together from the two ends' windows side by side (row_ends).
-# float64 sums take scipy's order and rounding, so they must match to the bit;
-# origins put the ends' reach off centre, and 8-bit data sums in double too.
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name,args,kwargs", [
+# Long passes along the rows of a volume's planes (the fused chain: over
+# kFusedMinSize elements): the outputs near both ends of each row are
+# computed together from the two ends' windows side by side (row_ends).
+# Origins put the ends' reach off centre, down to no outputs at one end.
+ROW_END_PASSES = [
     ("gaussian_filter1d", (4.0, -1), {}),
     ("correlate1d", (np.linspace(-1.0, 2.0, 12), -1), {"origin": 3}),
-    ("correlate1d", (np.linspace(0.5, 1.5, 7), -1), {"origin": -3}),
-    ("uniform_filter", (17,), {"origin": -5}),
-])
+    ("correlate1d", (np.linspace(0.5, 1.5, 7), -1), {"origin": -3}),  # nothing left of the left end
+    ("correlate1d", (np.linspace(-1.0, 1.0, 9), -1), {"origin": 4}),  # nothing right of the right end
+]
+
+
+# float64 and 8-bit data sum in double in scipy's order: scipy's bits.
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,args,kwargs", ROW_END_PASSES)
 @pytest.mark.parametrize("dtype", ["float64", "uint8"])
 def test_row_ends_of_long_passes_give_scipys_bits(name, args, kwargs, dtype, mode, rng):
-    x = random_array(rng, (8, 10, 450), dtype)  # over kFusedMinSize: the fused chain
+    x = random_array(rng, (8, 10, 450), dtype)
     np.testing.assert_array_equal(getattr(gnd, name)(x, *args, mode=mode, cval=2.0, **kwargs),
                                   scipy_reference(name, x, *args, mode=mode, cval=2.0, **kwargs))
+
+
+# float32 sums in float: the pass-by-pass path's bits, scipy's within tolerance.
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,args,kwargs", ROW_END_PASSES)
+def test_row_ends_of_long_float32_passes(name, args, kwargs, mode, rng):
+    check_chain(name, random_array(rng, (8, 10, 450), "float32"), *args, mode=mode, cval=2.0, **kwargs)
 
 
 @pytest.mark.parametrize("name", ["sobel", "gaussian_filter"])
