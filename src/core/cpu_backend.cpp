@@ -1500,9 +1500,23 @@ bool fuses_integers(const ArrayDesc& in, const std::vector<LinePass>& passes, do
   return true;
 }
 
+// Volumes whose pass across planes is a correlation of more taps than this
+// run pass by pass: the fused sweep reads the pass's window of planes
+// again for every pair of output planes, which costs more than a sweep a
+// pass once the window is long. Xeon (the GPU machine's), fused against pass
+// by pass, one thread and 16: gaussian sigma 3 (25 taps) on 256^3 110.9 and
+// 9.05 ms against 63.6 and 6.32, on 256x160x160 32.2 and 2.48 against 30.2
+// and 2.64; sigma 4 (33) on 256x128x128 31.0 and 2.71 against 23.2 and
+// 2.17; sigma 2 (17) on 256^3 63.2 and 5.22 against 55.9 and 5.40, on
+// 256x200x200 37.4 and 2.85 against 41.2 and 3.58; sigma 1 (9) 1.3-1.6x
+// faster fused, also with 7 MiB windows.
+constexpr int64_t kMaxFusedMarchTaps = 17;
+
 // Whether a chain runs plane by plane, and then in float (else double).
+// `rows`: the planes are the rows of a 2-D array (as_volume), whose windows
+// of rows stay in cache whatever the pass's length.
 bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
-                      int& march, bool& in_float) {
+                      bool rows, int& march, bool& in_float) {
   if (in.ndim != 3 || in.size() < kFusedMinSize || in.dtype != out.dtype || may_overlap(in, out) ||
       passes.empty())
     return false;
@@ -1517,7 +1531,10 @@ bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vect
     if (p.kind == LineKind::Uniform && !in_float) return false;
     // float32 data summed in double: correlations only (filter_span).
     if (in.dtype == DType::Float32 && !in_float && p.kind != LineKind::Correlate) return false;
-    if (p.axis == march) ++across, across_taps = p.taps();
+    if (p.axis == march) {
+      ++across, across_taps = p.taps();
+      if (!rows && p.kind == LineKind::Correlate && across_taps > kMaxFusedMarchTaps) return false;
+    }
   }
   if (across > 1) return false;
   const int64_t plane = in.size() / in.shape[march];
@@ -1547,24 +1564,6 @@ std::vector<LinePass> as_volume(std::vector<LinePass> passes) {
 // 2-D arrays whose rows are shorter than this are left to the line passes:
 // a row's fixed costs would outweigh its work.
 constexpr int64_t kFusedMinRow = 64;
-
-// 3-D chains whose pass across planes is a correlation of more taps than
-// this run pass by pass: the fused sweep reads the pass's window of planes
-// again for every pair of output planes, which costs more than a sweep a
-// pass once the window is long. Xeon (the GPU machine's), fused against pass
-// by pass, one thread and 16: gaussian sigma 3 (25 taps) on 256^3 110.9 and
-// 9.05 ms against 63.6 and 6.32, on 256x160x160 32.2 and 2.48 against 30.2
-// and 2.64; sigma 4 (33) on 256x128x128 31.0 and 2.71 against 23.2 and
-// 2.17; sigma 2 (17) on 256^3 63.2 and 5.22 against 55.9 and 5.40, on
-// 256x200x200 37.4 and 2.85 against 41.2 and 3.58; sigma 1 (9) 1.3-1.6x
-// faster fused, also with 7 MiB windows.
-constexpr int64_t kMaxFusedMarchTaps = 17;
-
-bool long_march(const std::vector<LinePass>& passes, int march) {
-  return std::any_of(passes.begin(), passes.end(), [&](const LinePass& p) {
-    return p.axis == march && p.kind == LineKind::Correlate && p.taps() > kMaxFusedMarchTaps;
-  });
-}
 
 // Whether a 2-D chain (as_volume's view, `march` 0 or 2) runs in column
 // strips: one pass across the rows, at most one along them.
@@ -1612,9 +1611,8 @@ bool CpuBackend::fused_chain(const ArrayDesc& in2, const ArrayDesc& out2, const 
   const std::vector<LinePass> passes = plane2d ? as_volume(passes2) : passes2;
   int march;
   bool in_float;
-  if (!plan_plane_chain(in, out, passes, cval, march, in_float)) return false;
+  if (!plan_plane_chain(in, out, passes, cval, plane2d, march, in_float)) return false;
   if (plane2d && in.shape[march == 0 ? 2 : 0] < kFusedMinRow) return false;
-  if (!plane2d && long_march(passes, march)) return false;
   const bool strips = plane2d && fits_strips(passes, march);
   const int threads = cpu_max_threads();
   return with_chain_types(in.dtype, in_float, [&](auto s, auto e, auto r) {
