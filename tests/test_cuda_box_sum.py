@@ -2,12 +2,14 @@
 correlate and convolve with weights filling a dense 3x3, 5x5, 7x7, 3x3x3,
 5x5x5 or 7x7x7 box on the trailing axes. Each case is checked against scipy
 and, bit for bit, against gpufilt's own CPU backend (both sum the taps in C
-order in double, without FMA).
+order in double, without FMA), except smoothings of float32 and float16 data
+into float outputs (no negative weight), which the kernel sums in float:
+those within DESIGN.md's tolerance of both.
 
 Shapes are chosen around the kernel's tiles (4 rows x 64 columns for 3-D
 boxes, one row of 256 for 2-D ones, runs of up to 32 planes taken 4 or 2 at
-a time): partial tiles and steps, single rows and planes, boxes larger than
-the array. Weights with a zero, or boxes elsewhere than the trailing axes,
+a time, twice that summed in float): partial tiles and steps, single rows
+and planes, boxes larger than the array. Weights with a zero, or boxes elsewhere than the trailing axes,
 go to the general kernel and must agree all the same.
 """
 from __future__ import annotations
@@ -43,6 +45,23 @@ def check(x, weights, name="correlate", **kwargs):
 
 def box_weights(rng, dtype, shape):
     return weights_for(rng, dtype, int(np.prod(shape))).reshape(shape)
+
+
+def smoothing_weights(rng, shape):
+    """Positive weights (none zero: a zero sends the box to the general kernel)."""
+    return rng.random(shape) + 0.01
+
+
+def check_float_sums(x, weights, name="correlate", **kwargs):
+    """check() for the float accumulator: within float32's (float16's)
+    tolerance of scipy and of gpufilt on the host, not bit for bit."""
+    host = cupy.asnumpy(x)
+    got = getattr(gnd, name)(x, weights, **kwargs)
+    assert isinstance(got, cupy.ndarray)
+    got = cupy.asnumpy(got)
+    assert_matches(got, getattr(gnd, name)(host, weights, **kwargs))
+    assert_matches(got, scipy_reference(name, host, weights, **kwargs))
+    return got
 
 
 @pytest.mark.parametrize("side", [3, 5, 7])
@@ -139,3 +158,46 @@ def test_complex_input_matches_scipy(rng):
 def test_large_volume_walks_many_planes(rng):
     x = cupy.asarray(random_array(rng, (130, 64, 300), "float32"))
     check(x, box_weights(rng, "float32", (5, 5, 5)), mode="reflect")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("box", [(3, 3, 3), (5, 5, 5), (7, 7, 7), (3, 3), (5, 5), (7, 7)])
+def test_smoothing_sums_in_float_within_tolerance(box, dtype, rng):
+    shape = (37, 45, 70)[-len(box):]
+    check_float_sums(cupy.asarray(random_array(rng, shape, dtype)), smoothing_weights(rng, box), mode="reflect")
+
+
+@pytest.mark.parametrize("name", ["correlate", "convolve"])
+@pytest.mark.parametrize("mode", MODES + ["grid-wrap", "grid-constant", "grid-mirror"])
+def test_smoothing_in_float_each_mode_and_origin(mode, name, rng):
+    x = cupy.asarray(random_array(rng, (9, 13, 70), "float32"))
+    check_float_sums(x, smoothing_weights(rng, (5, 5, 5)), name=name, mode=mode, cval=1.5, origin=(1, 0, -1))
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 1), (1, 20, 129), (130, 64, 300), (6, 5, 300)])
+def test_smoothing_in_float_across_tiles_and_runs(shape, rng):
+    check_float_sums(cupy.asarray(random_array(rng, shape, "float32")), smoothing_weights(rng, (5, 5, 5)))
+
+
+def test_smoothing_of_data_far_from_zero_keeps_float32_tolerance(rng):
+    # Each plane's 49 taps summed on their own, then the 7 plane sums: an
+    # error within 56 float units of the sum, where one accumulator over all
+    # 343 taps could reach 343.
+    x = cupy.asarray((1000.0 + random_array(rng, (20, 30, 70), "float32")).astype(np.float32))
+    check_float_sums(x, smoothing_weights(rng, (7, 7, 7)), mode="nearest")
+
+
+@pytest.mark.parametrize("output", [np.float64, "negative weight", "uint16 input"])
+def test_smoothing_sums_in_double_unless_float_data_into_a_float_output(output, rng):
+    # A float64 output asks for double precision, a negative weight may
+    # cancel, integers keep scipy's truncation: the double path, bit for bit.
+    w = smoothing_weights(rng, (3, 3, 3))
+    dtype, kwargs = "float32", {}
+    if output is np.float64:
+        kwargs["output"] = np.float64
+    elif output == "negative weight":
+        w[1, 1, 1] = -0.5
+    else:
+        dtype = "uint16"
+        w /= w.sum()
+    check(cupy.asarray(random_array(rng, (9, 20, 70), dtype)), w, **kwargs)
