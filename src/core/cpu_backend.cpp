@@ -730,13 +730,12 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
 
 // float32 and float16 data (in and out) are summed in float, as the CUDA
 // kernels do (fused.cu, Arith), unless the pass may cancel (a derivative:
-// LinePass::may_cancel): within DESIGN.md's tolerance of scipy, and twice the
-// values per vector. Minima and maxima stay exact: rounding to the output
-// commutes with them. Integer and float64 data, outputs of other dtypes and
-// derivatives stay in double: scipy's results to the last bit.
+// LinePass::may_cancel; float_sums_allowed has the rule). Minima and maxima
+// stay exact: rounding to the output commutes with them. Integer and float64
+// data, outputs of other dtypes and derivatives stay in double: scipy's
+// results to the last bit.
 bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass) {
-  auto narrow_float = [](DType t) { return t == DType::Float32 || t == DType::Float16; };
-  return narrow_float(in.dtype) && narrow_float(out.dtype) && !pass.may_cancel() &&
+  return float_sums_allowed(in.dtype, out.dtype, pass.may_cancel()) &&
          !(pass.kind == LineKind::Uniform && pass.size > kFloatWindow);
 }
 

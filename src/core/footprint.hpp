@@ -4,6 +4,7 @@
 // is made safe with one copy of the input, and complex data (weighted sums
 // only) is filtered one component at a time.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -13,6 +14,20 @@
 namespace gpufilt {
 
 enum class Reduce : int8_t { Sum, Minimum, Maximum, Rank };
+
+inline bool has_negative_weight(const std::vector<double>& weights) {
+  return std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0.0; });
+}
+
+// Weighted sums of float32/float16 data into a float32/float16 output may
+// run in float, where scipy sums in double, unless their terms may cancel
+// (a negative weight: a derivative): within DESIGN.md's tolerance of scipy,
+// with twice the values a vector or the lanes a GPU cycle. The rule of the
+// separable chains (CPU and CUDA) and of the CUDA box sums.
+inline bool float_sums_allowed(DType in, DType out, bool may_cancel) {
+  auto narrow_float = [](DType t) { return t == DType::Float32 || t == DType::Float16; };
+  return narrow_float(in) && narrow_float(out) && !may_cancel;
+}
 
 struct Footprint {
   Reduce reduce = Reduce::Sum;

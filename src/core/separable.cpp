@@ -23,8 +23,7 @@ int LinePass::symmetry() const {
 }
 
 bool LinePass::may_cancel() const {
-  return in_derivative_chain ||
-         (kind == LineKind::Correlate && std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0; }));
+  return in_derivative_chain || (kind == LineKind::Correlate && has_negative_weight(weights));
 }
 
 namespace {

@@ -17,7 +17,7 @@
 //   CPU's (and scipy's) rounding, bit for bit;
 // - float, for float32/float16 data into a float32/float16 output with no
 //   negative weight (a smoothing: the separable chains' rule,
-//   LinePass::may_cancel): FMAs on twice the lanes and half the
+//   float_sums_allowed): FMAs on twice the lanes and half the
 //   shared-memory bytes. Each plane's taps are summed on their own and the
 //   plane sums added after, so an output's rounding error stays within
 //   KP * KX + KM + 1 float units (the last for the weights' own rounding)
@@ -25,7 +25,6 @@
 //   3.4e-6 of it, inside DESIGN.md's 1e-5 for float32.
 #include "cuda/box_sum.cuh"
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -177,12 +176,8 @@ BoxWeights<Acc> box_weights(const Footprint& f, const Box& box) {
   return w;
 }
 
-bool is_float_or_half(DType t) { return t == DType::Float32 || t == DType::Float16; }
-
-// The float accumulator's rule (see the top of this file).
 bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f) {
-  return is_float_or_half(in.dtype) && is_float_or_half(out.dtype) &&
-         std::none_of(f.weights.begin(), f.weights.end(), [](double w) { return w < 0.0; });
+  return float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights));
 }
 
 // Launches the kernel for the box `a` spans with accumulator Acc; false
