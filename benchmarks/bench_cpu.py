@@ -82,6 +82,13 @@ def gaussian_blur(sigma):
                                            borderType=cv2.BORDER_REFLECT)
 
 
+# correlate/convolve weights: bench_gpu.py's smoothing (none negative: float
+# sums for float32 data) and the same with their mean taken off (signed:
+# double sums, scipy's bits).
+SMOOTHING_WEIGHTS = np.random.default_rng(1).random((5, 5, 5))
+SIGNED_WEIGHTS = SMOOTHING_WEIGHTS - SMOOTHING_WEIGHTS.mean()
+
+
 def build_cases(div=1):
     """The issue's cases, each axis divided by div (4: 256^3 -> 64^3, 4096^2 -> 1024^2)."""
     vol, small_vol, img = (256 // div,) * 3, (128 // div,) * 3, (4096 // div,) * 2
@@ -98,6 +105,10 @@ def build_cases(div=1):
         case("laplace", vol, "float32", lambda nd, x, **kw: nd.laplace(x, **kw)),
         case("maximum_filter size=3", vol, "float32", lambda nd, x, **kw: nd.maximum_filter(x, 3, **kw)),
         case("median_filter size=3", small_vol, "float32", lambda nd, x, **kw: nd.median_filter(x, 3, **kw)),
+        case("convolve 5x5x5 weights", small_vol, "float32",
+             lambda nd, x, **kw: nd.convolve(x, SMOOTHING_WEIGHTS, **kw)),
+        case("convolve 5x5x5 signed weights", small_vol, "float32",
+             lambda nd, x, **kw: nd.convolve(x, SIGNED_WEIGHTS, **kw)),
         case("gaussian_filter sigma=2", img, "float32", lambda nd, x, **kw: nd.gaussian_filter(x, 2, **kw),
              opencv=gaussian_blur(2)),
         case("gaussian_filter sigma=2", img, "uint8", lambda nd, x, **kw: nd.gaussian_filter(x, 2, **kw),

@@ -1097,6 +1097,63 @@ def test_float16_gradient_magnitude_with_large_derivatives_stays_finite(name, rn
     assert_matches(got, want)
 
 
+# ------------------------------------------------------------ weighted sums
+#
+# correlate/convolve sum each block of outputs in registers through all the
+# taps (core/cpu_footprint.cpp, weighted_sum_line): in double in scipy's
+# order, products and sums rounded apart, so every copy of the kernel gives
+# scipy's bits; smoothings of float32/float16 data into float outputs in
+# float, within the float tolerance. Lines of 70-300 elements leave partial
+# blocks of every copy (8 to 64 outputs a block).
+
+WEIGHTS_SHAPES = [(7,), (5, 5), (2, 3), (3, 3, 3), (5, 5, 5)]
+
+
+def _data_for(wshape, dtype, rng):
+    shape = {1: (300,), 2: (23, 131), 3: (7, 9, 70)}[len(wshape)]
+    return random_array(rng, shape, dtype)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "constant", "wrap"])
+@pytest.mark.parametrize("wshape", WEIGHTS_SHAPES)
+@pytest.mark.parametrize("name", WEIGHTED)
+def test_weighted_sums_in_double_are_scipys_bits(name, wshape, mode, rng):
+    x = _data_for(wshape, np.float64, rng)
+    w = rng.standard_normal(wshape)
+    got = getattr(gnd, name)(x, w, mode=mode, cval=0.7)
+    np.testing.assert_array_equal(got, getattr(snd, name)(x, w, mode=mode, cval=0.7))
+
+
+@pytest.mark.parametrize("wshape", WEIGHTS_SHAPES)
+def test_smoothing_into_float64_output_sums_in_double(wshape, rng):
+    # float32 data asked into float64: scipy's bits, not float sums.
+    x = _data_for(wshape, np.float32, rng)
+    w = rng.random(wshape) + 0.01
+    got = gnd.correlate(x, w, output=np.float64, mode="mirror")
+    np.testing.assert_array_equal(got, snd.correlate(x, w, output=np.float64, mode="mirror"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wshape", WEIGHTS_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_smoothings_of_float_data_sum_in_float_within_tolerance(dtype, wshape, mode, rng):
+    x = _data_for(wshape, dtype, rng)
+    w = rng.random(wshape) + 0.01
+    for name in WEIGHTED:
+        got = getattr(gnd, name)(x, w, mode=mode, cval=1.5)
+        assert got.dtype == np.dtype(dtype)
+        assert_matches(got, scipy_reference(name, x, w, mode=mode, cval=1.5), err_msg=name)
+
+
+def test_smoothing_with_rows_of_unequal_taps_sums_in_float_within_tolerance(rng):
+    # A ball: footprint rows of 1 to 7 taps, each summed on its own, of data
+    # far from zero (where float rounding shows most).
+    z, y, x_ = np.mgrid[-3:4, -3:4, -3:4]
+    w = np.where(z * z + y * y + x_ * x_ <= 9, rng.random((7, 7, 7)) + 0.01, 0.0)
+    x = (1000 + random_array(rng, (9, 12, 80), np.float32)).astype(np.float32)
+    assert_matches(gnd.correlate(x, w, mode="nearest"), scipy_reference("correlate", x, w, mode="nearest"))
+
+
 # ------------------------------------------------------------- bad inputs
 
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -455,6 +456,118 @@ void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t 
   }
 }
 
+// ---- Weighted sums (correlate, convolve) ------------------------------------
+// res[i] = the sum over the taps t, in C order from 0, of weight[t] *
+// src[t][i]. A block of outputs stays in registers through all the taps:
+// one load a tap and vector, one store a block (a loop a tap streamed the
+// line's sums through memory: two loads and a store a tap, and the baseline
+// copy's 16-byte vectors). In double (E) products and sums round apart, as
+// scipy's do: its results to the bit. In float (float_sums_allowed) the
+// AVX2/AVX-512 copies fuse them, and the taps of each footprint row (one
+// input line) are summed on their own before the row sums are added: an
+// error within (taps a row + rows + 1) float units of the sum of |weight *
+// value|, as the CUDA box sums (box_sum.cu).
+template <class E>
+struct WeightedTaps {
+  std::vector<E> weight;
+  std::vector<char> starts_row;  // per tap: the first of its footprint row (float sums)
+
+  WeightedTaps(const Footprint& f, const LinePlan& plan) : weight(f.weights.begin(), f.weights.end()) {
+    for (int64_t t = 0; t < f.taps(); ++t) starts_row.push_back(t == 0 || plan.tap_row[t] != plan.tap_row[t - 1]);
+  }
+};
+
+// Outputs i0 .. i0 + Vectors * lanes of weighted_sum_line, in vectors of
+// `Bytes` (GCC vector extensions: left to itself, GCC vectorised across the
+// taps, with gathers, instead of across the outputs).
+template <class E, int Bytes, int Vectors>
+GF_INLINE void weighted_sum_block(const WeightedTaps<E>& w, const E* const* src, int64_t i0, E* res) {
+  using V = typename Simd<E, Bytes>::V;
+  constexpr int kLanes = Bytes / (int)sizeof(E);
+  constexpr bool kRowSums = std::is_same_v<E, float>;
+  V acc[Vectors] = {}, row_sum[Vectors] = {};
+  const int64_t taps = (int64_t)w.weight.size();
+  for (int64_t t = 0; t < taps; ++t) {
+    const E* x = src[t] + i0;
+    const E weight = w.weight[t];
+    if constexpr (kRowSums) {
+      if (w.starts_row[t] && t > 0) {
+        for (int j = 0; j < Vectors; ++j) {
+          acc[j] += row_sum[j];
+          row_sum[j] = V{};
+        }
+      }
+      for (int j = 0; j < Vectors; ++j) row_sum[j] += weight * load_as<V>(x + j * kLanes);
+    } else {
+      for (int j = 0; j < Vectors; ++j) acc[j] += weight * load_as<V>(x + j * kLanes);
+    }
+  }
+  for (int j = 0; j < Vectors; ++j) {
+    if constexpr (kRowSums) acc[j] += row_sum[j];
+    store_as(res + i0 + j * kLanes, acc[j]);
+  }
+}
+
+// Output i of weighted_sum_line: weighted_sum_block's operations on one value.
+template <class E>
+GF_INLINE E weighted_sum_at(const WeightedTaps<E>& w, const E* const* src, int64_t i) {
+  constexpr bool kRowSums = std::is_same_v<E, float>;
+  E acc = 0, row_sum = 0;
+  const int64_t taps = (int64_t)w.weight.size();
+  for (int64_t t = 0; t < taps; ++t) {
+    if (kRowSums && w.starts_row[t] && t > 0) {
+      acc += row_sum;
+      row_sum = 0;
+    }
+    (kRowSums ? row_sum : acc) += w.weight[t] * src[t][i];
+  }
+  return kRowSums ? acc + row_sum : acc;
+}
+
+// src[t]: tap t's input, the line buffer at its shift. Blocks of four
+// vectors of `Bytes`, then the rest one output at a time.
+template <class E, int Bytes>
+void weighted_sum_line(const WeightedTaps<E>& w, const E* const* src, int64_t n, E* res) {
+  constexpr int kVectors = 4, kBlock = kVectors * Bytes / (int)sizeof(E);
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) weighted_sum_block<E, Bytes, kVectors>(w, src, i, res);
+  for (; i < n; ++i) res[i] = weighted_sum_at(w, src, i);
+}
+
+template <class E>
+using WeightedSumLine = void (*)(const WeightedTaps<E>&, const E* const*, int64_t, E*);
+
+// The AVX2 and AVX-512 copies: sums in double never fused (GF_AVX2,
+// GF_AVX512), sums in float fused (the _FMA attributes; cpu_isa.hpp).
+#if defined(GPUFILT_ISA_COPIES)
+GF_AVX2 void weighted_sum_line_avx2(const WeightedTaps<double>& w, const double* const* src, int64_t n,
+                                    double* res) {
+  weighted_sum_line<double, 32>(w, src, n, res);
+}
+GF_AVX512 void weighted_sum_line_avx512(const WeightedTaps<double>& w, const double* const* src, int64_t n,
+                                        double* res) {
+  weighted_sum_line<double, 64>(w, src, n, res);
+}
+GF_AVX2_FMA void weighted_sum_line_avx2(const WeightedTaps<float>& w, const float* const* src, int64_t n,
+                                        float* res) {
+  weighted_sum_line<float, 32>(w, src, n, res);
+}
+GF_AVX512_FMA void weighted_sum_line_avx512(const WeightedTaps<float>& w, const float* const* src, int64_t n,
+                                            float* res) {
+  weighted_sum_line<float, 64>(w, src, n, res);
+}
+#endif
+
+template <class E>
+WeightedSumLine<E> weighted_sum_kernel() {
+#if defined(GPUFILT_ISA_COPIES)
+  return for_cpu_isa<WeightedSumLine<E>>(&weighted_sum_line<E, 16>, &weighted_sum_line_avx2,
+                                         &weighted_sum_line_avx512);
+#else
+  return &weighted_sum_line<E, 16>;
+#endif
+}
+
 template <class E, int Bytes>
 void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network, int64_t n,
                  Scratch<E>& s, E* res) {
@@ -462,14 +575,7 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
   const E* const* lines = s.rows.row.data();
   auto tap = [&](int64_t t) { return lines[plan.tap_row[t]] + plan.tap_shift[t]; };
   switch (f.reduce) {
-    case Reduce::Sum:
-      if constexpr (std::is_same_v<E, double>) {  // sums are always run in double (element_type)
-        std::fill(res, res + n, 0.0);
-        for (int64_t t = 0; t < taps; ++t) {
-          const double w = f.weights[t], *src = tap(t);
-          for (int64_t i = 0; i < n; ++i) res[i] += w * src[i];
-        }
-      }
+    case Reduce::Sum:  // weighted_sum_line
       break;
     case Reduce::Minimum:
     case Reduce::Maximum: {
@@ -584,7 +690,17 @@ inline void prefetch(const char* p, int64_t bytes) {
 #endif
 }
 
-// The footprint pass with line buffers of E (see element_type).
+// The weighted-sum kernel for this CPU, for sums in E; null for other E.
+template <class E>
+WeightedSumLine<E> weighted_sum_kernel_of(const Footprint& f) {
+  if constexpr (std::is_floating_point_v<E>) {
+    if (f.reduce == Reduce::Sum) return weighted_sum_kernel<E>();
+  }
+  return nullptr;
+}
+
+// The footprint pass with line buffers of E (CpuBackend::footprint_pass
+// chooses it).
 template <class E>
 void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f, double cval) {
   auto [load, _unused] = dispatch_real_dtype<LineIOAs<E>::template IO>(in.dtype);
@@ -597,6 +713,9 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   const int64_t n = lines.length, rows = (int64_t)plan.rows.size(), width = plan.left + plan.right + 1;
   const bool full_box = f.taps() == rows * width;  // every row holds every shift
   const BoxRankLine<E> box = f.reduce == Reduce::Rank && full_box ? box_rank_kernel<E>(rows, width, f.rank) : nullptr;
+  const WeightedSumLine<E> weighted_sum = weighted_sum_kernel_of<E>(f);
+  const std::optional<WeightedTaps<E>> weighted =
+      weighted_sum ? std::optional<WeightedTaps<E>>(std::in_place, f, plan) : std::nullopt;
   // The box kernel reads one column past an odd line's extension.
   const int64_t right = plan.right + (box ? n % 2 : 0), extended = n + plan.left + right;
   // Results go straight to an output of E's own dtype along unit strides.
@@ -611,6 +730,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
     Scratch<E> s(plan, n, f.taps(), box != nullptr);
     std::vector<RowKey> wanted(rows), next(rows);
+    std::vector<const E*> tap_src(weighted_sum ? f.taps() : 0);  // weighted_sum_line's inputs
     auto read_row = [&](RowKey key, E* buffer) {
       E* ext = box ? s.box.extended.data() : buffer;
       if (key == kOutside) {
@@ -640,8 +760,14 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
       }
       char* dst = out.data + out_off;
       E* res = direct && (uintptr_t)dst % alignof(E) == 0 ? reinterpret_cast<E*>(dst) : s.result.data();
-      if (box) box(s.rows.row.data(), n, s.box, res);
-      else reduce_line(f, plan, network, n, s, res);
+      if (box) {
+        box(s.rows.row.data(), n, s.box, res);
+      } else if (weighted_sum) {
+        for (size_t t = 0; t < tap_src.size(); ++t) tap_src[t] = s.rows.row[plan.tap_row[t]] + plan.tap_shift[t];
+        weighted_sum(*weighted, tap_src.data(), n, res);
+      } else {
+        reduce_line(f, plan, network, n, s, res);
+      }
       if (res == s.result.data()) store(res, dst, out.strides[last], n);
     });
   });
@@ -653,7 +779,8 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
 // The type must hold cval exactly in constant mode, and for float16/float32
 // data, whose results are rounded to the output, the output must be
 // float16/float32 too (rounding commutes with the order, so a rounded cval
-// takes the same place). Weighted sums stay in double.
+// takes the same place). Weighted sums run in double, or in float where
+// float_sums_allowed (CpuBackend::footprint_pass).
 template <class E>
 bool holds(const ArrayDesc& out, const Footprint& f, double cval) {
   if constexpr (std::is_floating_point_v<E>) {
@@ -683,16 +810,19 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
     f.ndim = 1;
     f.offsets.assign(f.ntaps, 0);
   }
-  if (f.reduce != Reduce::Sum) {
-    switch (in.dtype) {
-      case DType::UInt8: if (run_in<uint8_t>(in, out, f, cval)) return; break;
-      case DType::Int8: if (run_in<int8_t>(in, out, f, cval)) return; break;
-      case DType::UInt16: if (run_in<uint16_t>(in, out, f, cval)) return; break;
-      case DType::Int16: if (run_in<int16_t>(in, out, f, cval)) return; break;
-      case DType::Float16:
-      case DType::Float32: if (run_in<float>(in, out, f, cval)) return; break;
-      default: break;
-    }
+  if (f.reduce == Reduce::Sum) {
+    if (float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights))) run_footprint_pass<float>(in, out, f, cval);
+    else run_footprint_pass<double>(in, out, f, cval);
+    return;
+  }
+  switch (in.dtype) {
+    case DType::UInt8: if (run_in<uint8_t>(in, out, f, cval)) return; break;
+    case DType::Int8: if (run_in<int8_t>(in, out, f, cval)) return; break;
+    case DType::UInt16: if (run_in<uint16_t>(in, out, f, cval)) return; break;
+    case DType::Int16: if (run_in<int16_t>(in, out, f, cval)) return; break;
+    case DType::Float16:
+    case DType::Float32: if (run_in<float>(in, out, f, cval)) return; break;
+    default: break;
   }
   run_footprint_pass<double>(in, out, f, cval);
 }
