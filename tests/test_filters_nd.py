@@ -1145,6 +1145,20 @@ def test_smoothings_of_float_data_sum_in_float_within_tolerance(dtype, wshape, m
         assert_matches(got, scipy_reference(name, x, w, mode=mode, cval=1.5), err_msg=name)
 
 
+def test_smoothing_with_a_long_row_sums_in_float_within_tolerance(rng):
+    # 1001 taps in one row: summed in runs of 16, then the runs' sums.
+    x = (1000 + random_array(rng, (5, 1500), np.float32)).astype(np.float32)
+    w = rng.random((1, 1001)) + 0.01
+    assert_matches(gnd.correlate(x, w, mode="wrap"), scipy_reference("correlate", x, w, mode="wrap"))
+
+
+def test_smoothing_of_too_many_runs_for_float_sums_in_double(rng):
+    # 61 x 61 taps: 244 runs of up to 16, past the float bound: scipy's bits.
+    x = random_array(rng, (70, 90), np.float32)
+    w = rng.random((61, 61)) + 0.01
+    np.testing.assert_array_equal(gnd.correlate(x, w, mode="reflect"), snd.correlate(x, w, mode="reflect"))
+
+
 def test_smoothing_with_rows_of_unequal_taps_sums_in_float_within_tolerance(rng):
     # A ball: footprint rows of 1 to 7 taps, each summed on its own, of data
     # far from zero (where float rounding shows most).

@@ -463,18 +463,35 @@ void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t 
 // line's sums through memory: two loads and a store a tap, and the baseline
 // copy's 16-byte vectors). In double (E) products and sums round apart, as
 // scipy's do: its results to the bit. In float (float_sums_allowed) the
-// AVX2/AVX-512 copies fuse them, and the taps of each footprint row (one
-// input line) are summed on their own before the row sums are added: an
-// error within (taps a row + rows + 1) float units of the sum of |weight *
-// value|, as the CUDA box sums (box_sum.cu).
+// AVX2/AVX-512 copies fuse them, and runs of at most kFloatRunTaps taps of
+// one footprint row (one input line) are summed on their own before the
+// run sums are added: an error within (kFloatRunTaps + runs + 1) float
+// units of the sum of |weight * value| (31 for 5x5x5, 80 for 1001 taps in a
+// row), as the CUDA box sums (box_sum.cu). Footprints of more than
+// kMaxFloatRuns runs sum in double: the bound stays under 1e-5 (168 units).
+constexpr int64_t kFloatRunTaps = 16, kMaxFloatRuns = 150;
+
+// Per tap: whether it starts a run (taps in C order: a row's are
+// consecutive, with the same offsets across the outer axes).
+std::vector<char> float_run_starts(const Footprint& f) {
+  std::vector<char> starts(f.taps());
+  const int outer = f.ndim - 1;
+  int64_t run = 0;  // taps of the current run before t
+  for (int64_t t = 0; t < f.taps(); ++t) {
+    const int64_t* at = f.offsets.data() + t * f.ndim;
+    starts[t] = t == 0 || run == kFloatRunTaps || !std::equal(at, at + outer, at - f.ndim);
+    run = starts[t] ? 1 : run + 1;
+  }
+  return starts;
+}
+
 template <class E>
 struct WeightedTaps {
   std::vector<E> weight;
-  std::vector<char> starts_row;  // per tap: the first of its footprint row (float sums)
+  std::vector<char> starts_run;  // float sums: float_run_starts
 
-  WeightedTaps(const Footprint& f, const LinePlan& plan) : weight(f.weights.begin(), f.weights.end()) {
-    for (int64_t t = 0; t < f.taps(); ++t) starts_row.push_back(t == 0 || plan.tap_row[t] != plan.tap_row[t - 1]);
-  }
+  explicit WeightedTaps(const Footprint& f)
+      : weight(f.weights.begin(), f.weights.end()), starts_run(float_run_starts(f)) {}
 };
 
 // Outputs i0 .. i0 + Vectors * lanes of weighted_sum_line, in vectors of
@@ -484,26 +501,26 @@ template <class E, int Bytes, int Vectors>
 GF_INLINE void weighted_sum_block(const WeightedTaps<E>& w, const E* const* src, int64_t i0, E* res) {
   using V = typename Simd<E, Bytes>::V;
   constexpr int kLanes = Bytes / (int)sizeof(E);
-  constexpr bool kRowSums = std::is_same_v<E, float>;
-  V acc[Vectors] = {}, row_sum[Vectors] = {};
+  constexpr bool kRunSums = std::is_same_v<E, float>;
+  V acc[Vectors] = {}, run_sum[Vectors] = {};
   const int64_t taps = (int64_t)w.weight.size();
   for (int64_t t = 0; t < taps; ++t) {
     const E* x = src[t] + i0;
     const E weight = w.weight[t];
-    if constexpr (kRowSums) {
-      if (w.starts_row[t] && t > 0) {
+    if constexpr (kRunSums) {
+      if (w.starts_run[t] && t > 0) {
         for (int j = 0; j < Vectors; ++j) {
-          acc[j] += row_sum[j];
-          row_sum[j] = V{};
+          acc[j] += run_sum[j];
+          run_sum[j] = V{};
         }
       }
-      for (int j = 0; j < Vectors; ++j) row_sum[j] += weight * load_as<V>(x + j * kLanes);
+      for (int j = 0; j < Vectors; ++j) run_sum[j] += weight * load_as<V>(x + j * kLanes);
     } else {
       for (int j = 0; j < Vectors; ++j) acc[j] += weight * load_as<V>(x + j * kLanes);
     }
   }
   for (int j = 0; j < Vectors; ++j) {
-    if constexpr (kRowSums) acc[j] += row_sum[j];
+    if constexpr (kRunSums) acc[j] += run_sum[j];
     store_as(res + i0 + j * kLanes, acc[j]);
   }
 }
@@ -511,17 +528,17 @@ GF_INLINE void weighted_sum_block(const WeightedTaps<E>& w, const E* const* src,
 // Output i of weighted_sum_line: weighted_sum_block's operations on one value.
 template <class E>
 GF_INLINE E weighted_sum_at(const WeightedTaps<E>& w, const E* const* src, int64_t i) {
-  constexpr bool kRowSums = std::is_same_v<E, float>;
-  E acc = 0, row_sum = 0;
+  constexpr bool kRunSums = std::is_same_v<E, float>;
+  E acc = 0, run_sum = 0;
   const int64_t taps = (int64_t)w.weight.size();
   for (int64_t t = 0; t < taps; ++t) {
-    if (kRowSums && w.starts_row[t] && t > 0) {
-      acc += row_sum;
-      row_sum = 0;
+    if (kRunSums && w.starts_run[t] && t > 0) {
+      acc += run_sum;
+      run_sum = 0;
     }
-    (kRowSums ? row_sum : acc) += w.weight[t] * src[t][i];
+    (kRunSums ? run_sum : acc) += w.weight[t] * src[t][i];
   }
-  return kRowSums ? acc + row_sum : acc;
+  return kRunSums ? acc + run_sum : acc;
 }
 
 // src[t]: tap t's input, the line buffer at its shift. Blocks of four
@@ -715,7 +732,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   const BoxRankLine<E> box = f.reduce == Reduce::Rank && full_box ? box_rank_kernel<E>(rows, width, f.rank) : nullptr;
   const WeightedSumLine<E> weighted_sum = weighted_sum_kernel_of<E>(f);
   const std::optional<WeightedTaps<E>> weighted =
-      weighted_sum ? std::optional<WeightedTaps<E>>(std::in_place, f, plan) : std::nullopt;
+      weighted_sum ? std::optional<WeightedTaps<E>>(std::in_place, f) : std::nullopt;
   // The box kernel reads one column past an odd line's extension.
   const int64_t right = plan.right + (box ? n % 2 : 0), extended = n + plan.left + right;
   // Results go straight to an output of E's own dtype along unit strides.
@@ -811,8 +828,12 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
     f.offsets.assign(f.ntaps, 0);
   }
   if (f.reduce == Reduce::Sum) {
-    if (float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights))) run_footprint_pass<float>(in, out, f, cval);
-    else run_footprint_pass<double>(in, out, f, cval);
+    const std::vector<char> runs = float_run_starts(f);
+    if (float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights)) &&
+        std::count(runs.begin(), runs.end(), 1) <= kMaxFloatRuns)
+      run_footprint_pass<float>(in, out, f, cval);
+    else
+      run_footprint_pass<double>(in, out, f, cval);
     return;
   }
   switch (in.dtype) {
