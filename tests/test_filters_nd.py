@@ -1145,11 +1145,30 @@ def test_smoothings_of_float_data_sum_in_float_within_tolerance(dtype, wshape, m
         assert_matches(got, scipy_reference(name, x, w, mode=mode, cval=1.5), err_msg=name)
 
 
-def test_smoothing_with_a_long_row_sums_in_float_within_tolerance(rng):
-    # 1001 taps in one row: summed in runs of 16, then the runs' sums.
-    x = (1000 + random_array(rng, (5, 1500), np.float32)).astype(np.float32)
-    w = rng.random((1, 1001)) + 0.01
+def test_smoothing_with_a_long_row_sums_in_float_within_tolerance():
+    # 1001 taps in one row, summed in runs of 16, then the runs' sums. Where
+    # a window starts at 2**24, one float accumulator would drop all the
+    # 1000 ones after it (6e-5 of the sum); runs of 16 drop 15 at most.
+    x = np.ones((2, 1500), np.float32)
+    x[0, 100] = x[1, 1400] = 2.0 ** 24
+    w = np.ones((1, 1001))
     assert_matches(gnd.correlate(x, w, mode="wrap"), scipy_reference("correlate", x, w, mode="wrap"))
+
+
+def test_smoothing_of_float32_data_is_summed_in_float(rng):
+    # The float path is taken: its results are not all scipy's double ones.
+    x = _data_for((5, 5, 5), np.float32, rng)
+    w = rng.random((5, 5, 5)) + 0.01
+    assert np.any(gnd.correlate(x, w) != snd.correlate(x, w))
+
+
+@pytest.mark.parametrize("cval", [1e39, -np.inf])
+def test_smoothing_with_cval_beyond_float_sums_in_double(cval, rng):
+    # Float sums would overflow where scipy's double sums do not.
+    x = random_array(rng, (9, 40), np.float32)
+    w = np.full((3, 3), 1 / 9)
+    np.testing.assert_array_equal(gnd.correlate(x, w, mode="constant", cval=cval),
+                                  snd.correlate(x, w, mode="constant", cval=cval))
 
 
 def test_smoothing_of_too_many_runs_for_float_sums_in_double(rng):

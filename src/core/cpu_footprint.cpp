@@ -465,10 +465,12 @@ void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t 
 // scipy's do: its results to the bit. In float (float_sums_allowed) the
 // AVX2/AVX-512 copies fuse them, and runs of at most kFloatRunTaps taps of
 // one footprint row (one input line) are summed on their own before the
-// run sums are added: an error within (kFloatRunTaps + runs + 1) float
-// units of the sum of |weight * value| (31 for 5x5x5, 80 for 1001 taps in a
-// row), as the CUDA box sums (box_sum.cu). Footprints of more than
-// kMaxFloatRuns runs sum in double: the bound stays under 1e-5 (168 units).
+// run sums are added: an error within (longest run + runs + 1) float units
+// of the sum of |weight * value| (5 + 25 + 1 for 5x5x5, 16 + 63 + 1 for
+// 1001 taps in a row), as the CUDA box sums (box_sum.cu). Footprints of
+// more than kMaxFloatRuns runs sum in double: the bound stays within 167
+// units, under 1e-5. Weights or a cval beyond float's range sum in double
+// too (in_float_range).
 constexpr int64_t kFloatRunTaps = 16, kMaxFloatRuns = 150;
 
 // Per tap: whether it starts a run (taps in C order: a row's are
@@ -830,7 +832,7 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
   if (f.reduce == Reduce::Sum) {
     const std::vector<char> runs = float_run_starts(f);
     if (float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights)) &&
-        std::count(runs.begin(), runs.end(), 1) <= kMaxFloatRuns)
+        in_float_range(f.weights, cval) && std::count(runs.begin(), runs.end(), 1) <= kMaxFloatRuns)
       run_footprint_pass<float>(in, out, f, cval);
     else
       run_footprint_pass<double>(in, out, f, cval);

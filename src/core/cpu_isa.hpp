@@ -39,15 +39,18 @@ F for_cpu_isa(F baseline, F avx2, F avx512) {
 // Attributes of the copies. `flatten` inlines a kernel's callees into its
 // copy. The _FMA copies are for sums in float, which may fuse multiply-adds
 // (DESIGN.md's float tolerance allows it); the others never fuse (sums in
-// double round products and sums apart, as scipy does). AVX-512 has FMA
-// built in, so its copy turns contraction off explicitly; clang ignores
-// that attribute, so clang builds turn contraction off for the whole core
-// (CMakeLists.txt).
+// double round products and sums apart, as scipy does). The core is built
+// with contraction off (CMakeLists.txt: a -march with FMA in the compiler
+// flags, as x86-64-v3 distributions give, would otherwise fuse the
+// baseline and AVX2 double sums too); the _FMA copies turn it back on, and
+// the AVX-512 copy, whose target has FMA built in, says off again. clang
+// ignores `optimize`: its _FMA copies do not fuse.
 #if defined(__GNUC__) && defined(__x86_64__)
 #define GPUFILT_ISA_COPIES 1
 #define GF_AVX2 __attribute__((target("avx2"), flatten))
-#define GF_AVX2_FMA __attribute__((target("avx2,fma"), flatten))
+#define GF_AVX2_FMA __attribute__((target("avx2,fma"), optimize("fp-contract=fast"), flatten))
 #define GF_AVX512 \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"), optimize("fp-contract=off"), flatten))
-#define GF_AVX512_FMA __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), flatten))
+#define GF_AVX512_FMA \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma"), optimize("fp-contract=fast"), flatten))
 #endif

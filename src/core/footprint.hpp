@@ -5,7 +5,9 @@
 // only) is filtered one component at a time.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/array.hpp"
@@ -17,6 +19,13 @@ enum class Reduce : int8_t { Sum, Minimum, Maximum, Rank };
 
 inline bool has_negative_weight(const std::vector<double>& weights) {
   return std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0.0; });
+}
+
+// True when float holds the weights and cval without overflow (beyond
+// FLT_MAX a float sum is infinite where scipy's double sum is not).
+inline bool in_float_range(const std::vector<double>& weights, double cval) {
+  const auto fits = [](double v) { return std::fabs(v) <= (double)std::numeric_limits<float>::max(); };
+  return fits(cval) && std::all_of(weights.begin(), weights.end(), fits);
 }
 
 // Weighted sums of float32/float16 data into a float32/float16 output may
