@@ -490,10 +490,13 @@ std::vector<char> float_run_starts(const Footprint& f) {
 template <class E>
 struct WeightedTaps {
   std::vector<E> weight;
-  std::vector<char> starts_run;  // float sums: float_run_starts
+  std::vector<int64_t> run_end;  // one past each run's last tap (float sums: float_run_starts)
 
-  explicit WeightedTaps(const Footprint& f)
-      : weight(f.weights.begin(), f.weights.end()), starts_run(float_run_starts(f)) {}
+  explicit WeightedTaps(const Footprint& f) : weight(f.weights.begin(), f.weights.end()) {
+    const std::vector<char> starts = float_run_starts(f);
+    for (int64_t t = 1; t <= f.taps(); ++t)
+      if (t == f.taps() || starts[t]) run_end.push_back(t);
+  }
 };
 
 // Outputs i0 .. i0 + Vectors * lanes of weighted_sum_line, in vectors of
@@ -504,43 +507,44 @@ GF_INLINE void weighted_sum_block(const WeightedTaps<E>& w, const E* const* src,
   using V = typename Simd<E, Bytes>::V;
   constexpr int kLanes = Bytes / (int)sizeof(E);
   constexpr bool kRunSums = std::is_same_v<E, float>;
-  V acc[Vectors] = {}, run_sum[Vectors] = {};
-  const int64_t taps = (int64_t)w.weight.size();
-  for (int64_t t = 0; t < taps; ++t) {
-    const E* x = src[t] + i0;
-    const E weight = w.weight[t];
-    if constexpr (kRunSums) {
-      if (w.starts_run[t] && t > 0) {
-        for (int j = 0; j < Vectors; ++j) {
-          acc[j] += run_sum[j];
-          run_sum[j] = V{};
-        }
-      }
-      for (int j = 0; j < Vectors; ++j) run_sum[j] += weight * load_as<V>(x + j * kLanes);
-    } else {
-      for (int j = 0; j < Vectors; ++j) acc[j] += weight * load_as<V>(x + j * kLanes);
+  V acc[Vectors] = {};
+  auto add_taps = [&](int64_t t, int64_t end, V(&sum)[Vectors]) GF_INLINE_LAMBDA {
+    for (; t < end; ++t) {
+      const E* x = src[t] + i0;
+      const E weight = w.weight[t];
+      for (int j = 0; j < Vectors; ++j) sum[j] += weight * load_as<V>(x + j * kLanes);
     }
+  };
+  if constexpr (kRunSums) {
+    int64_t t = 0;
+    for (const int64_t end : w.run_end) {
+      V run_sum[Vectors] = {};
+      add_taps(t, end, run_sum);
+      for (int j = 0; j < Vectors; ++j) acc[j] += run_sum[j];
+      t = end;
+    }
+  } else {
+    add_taps(0, (int64_t)w.weight.size(), acc);
   }
-  for (int j = 0; j < Vectors; ++j) {
-    if constexpr (kRunSums) acc[j] += run_sum[j];
-    store_as(res + i0 + j * kLanes, acc[j]);
-  }
+  for (int j = 0; j < Vectors; ++j) store_as(res + i0 + j * kLanes, acc[j]);
 }
 
 // Output i of weighted_sum_line: weighted_sum_block's operations on one value.
 template <class E>
 GF_INLINE E weighted_sum_at(const WeightedTaps<E>& w, const E* const* src, int64_t i) {
   constexpr bool kRunSums = std::is_same_v<E, float>;
-  E acc = 0, run_sum = 0;
-  const int64_t taps = (int64_t)w.weight.size();
-  for (int64_t t = 0; t < taps; ++t) {
-    if (kRunSums && w.starts_run[t] && t > 0) {
+  E acc = 0;
+  if constexpr (kRunSums) {
+    int64_t t = 0;
+    for (const int64_t end : w.run_end) {
+      E run_sum = 0;
+      for (; t < end; ++t) run_sum += w.weight[t] * src[t][i];
       acc += run_sum;
-      run_sum = 0;
     }
-    (kRunSums ? run_sum : acc) += w.weight[t] * src[t][i];
+  } else {
+    for (size_t t = 0; t < w.weight.size(); ++t) acc += w.weight[t] * src[t][i];
   }
-  return kRunSums ? acc + run_sum : acc;
+  return acc;
 }
 
 // src[t]: tap t's input, the line buffer at its shift. Blocks of four
