@@ -39,6 +39,12 @@ inline bool float_sums_allowed(DType in, DType out, bool may_cancel) {
   return narrow_float(in) && narrow_float(out) && !may_cancel;
 }
 
+// float_sums_allowed for N-D weights, which float must also hold, with cval
+// (the CPU's weighted sums and the CUDA box sums).
+inline bool weighted_sums_in_float(DType in, DType out, const std::vector<double>& weights, double cval) {
+  return float_sums_allowed(in, out, has_negative_weight(weights)) && in_float_range(weights, cval);
+}
+
 struct Footprint {
   Reduce reduce = Reduce::Sum;
   int ndim = 0;

@@ -17,8 +17,8 @@
 //   CPU's (and scipy's) rounding, bit for bit;
 // - float, for float32/float16 data into a float32/float16 output with no
 //   negative weight (a smoothing: the separable chains' rule,
-//   float_sums_allowed) and weights and cval within float's range
-//   (in_float_range): FMAs on twice the lanes and half the
+//   weighted_sums_in_float, with weights and cval within float's
+//   range): FMAs on twice the lanes and half the
 //   shared-memory bytes. Each plane's taps are summed on their own and the
 //   plane sums added after, so an output's rounding error stays within
 //   KP * KX + KM + 1 float units (the last for the weights' own rounding)
@@ -177,10 +177,6 @@ BoxWeights<Acc> box_weights(const Footprint& f, const Box& box) {
   return w;
 }
 
-bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f, double cval) {
-  return float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights)) && in_float_range(f.weights, cval);
-}
-
 // Launches the kernel for the box `a` spans with accumulator Acc; false
 // when none is compiled for it or its grid would be too large.
 template <class Acc>
@@ -204,8 +200,9 @@ bool box_sum_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f,
   const std::optional<Box> box = dense_box(f);
   std::optional<BoxArgs> a = box ? box_view(in, out, *box, f, cval) : std::nullopt;
   if (!a) return false;
-  const bool launched = sums_in_float(in, out, f, cval) ? launch_box_sum<float>(*a, f, *box, stream)
-                                                        : launch_box_sum<double>(*a, f, *box, stream);
+  const bool launched = weighted_sums_in_float(in.dtype, out.dtype, f.weights, cval)
+                            ? launch_box_sum<float>(*a, f, *box, stream)
+                            : launch_box_sum<double>(*a, f, *box, stream);
   if (!launched) return false;
   GF_CUDA_CHECK_LAUNCH();
   return true;
