@@ -462,41 +462,38 @@ void box_rank_uint8(const uint8_t* lines, int64_t stride, int64_t rows, int64_t 
 // one load a tap and vector, one store a block (a loop a tap streamed the
 // line's sums through memory: two loads and a store a tap, and the baseline
 // copy's 16-byte vectors). In double (E) products and sums round apart, as
-// scipy's do: its results to the bit. In float (float_sums_allowed) the
+// scipy's do: its results to the bit. In float (weighted_sums_in_float) the
 // AVX2/AVX-512 copies fuse them, and runs of at most kFloatRunTaps taps of
 // one footprint row (one input line) are summed on their own before the
 // run sums are added: an error within (longest run + runs + 1) float units
 // of the sum of |weight * value| (5 + 25 + 1 for 5x5x5, 16 + 63 + 1 for
 // 1001 taps in a row), as the CUDA box sums (box_sum.cu). Footprints of
 // more than kMaxFloatRuns runs sum in double: the bound stays within 167
-// units, under 1e-5. Weights or a cval beyond float's range sum in double
-// too (in_float_range).
+// units, under 1e-5.
 constexpr int64_t kFloatRunTaps = 16, kMaxFloatRuns = 150;
 
-// Per tap: whether it starts a run (taps in C order: a row's are
-// consecutive, with the same offsets across the outer axes).
-std::vector<char> float_run_starts(const Footprint& f) {
-  std::vector<char> starts(f.taps());
+// One past each run's last tap (taps in C order: a row's are consecutive,
+// with the same offsets across the outer axes).
+std::vector<int64_t> float_run_ends(const Footprint& f) {
+  std::vector<int64_t> ends;
   const int outer = f.ndim - 1;
-  int64_t run = 0;  // taps of the current run before t
-  for (int64_t t = 0; t < f.taps(); ++t) {
+  for (int64_t t = 1, start = 0; t <= f.taps(); ++t) {
     const int64_t* at = f.offsets.data() + t * f.ndim;
-    starts[t] = t == 0 || run == kFloatRunTaps || !std::equal(at, at + outer, at - f.ndim);
-    run = starts[t] ? 1 : run + 1;
+    if (t == f.taps() || t - start == kFloatRunTaps || !std::equal(at, at + outer, at - f.ndim)) {
+      ends.push_back(t);
+      start = t;
+    }
   }
-  return starts;
+  return ends;
 }
 
 template <class E>
 struct WeightedTaps {
   std::vector<E> weight;
-  std::vector<int64_t> run_end;  // one past each run's last tap (float sums: float_run_starts)
+  std::vector<int64_t> run_end;  // float sums: float_run_ends
 
-  explicit WeightedTaps(const Footprint& f) : weight(f.weights.begin(), f.weights.end()) {
-    const std::vector<char> starts = float_run_starts(f);
-    for (int64_t t = 1; t <= f.taps(); ++t)
-      if (t == f.taps() || starts[t]) run_end.push_back(t);
-  }
+  explicit WeightedTaps(const Footprint& f)
+      : weight(f.weights.begin(), f.weights.end()), run_end(float_run_ends(f)) {}
 };
 
 // Outputs i0 .. i0 + Vectors * lanes of weighted_sum_line, in vectors of
@@ -529,32 +526,20 @@ GF_INLINE void weighted_sum_block(const WeightedTaps<E>& w, const E* const* src,
   for (int j = 0; j < Vectors; ++j) store_as(res + i0 + j * kLanes, acc[j]);
 }
 
-// Output i of weighted_sum_line: weighted_sum_block's operations on one value.
-template <class E>
-GF_INLINE E weighted_sum_at(const WeightedTaps<E>& w, const E* const* src, int64_t i) {
-  constexpr bool kRunSums = std::is_same_v<E, float>;
-  E acc = 0;
-  if constexpr (kRunSums) {
-    int64_t t = 0;
-    for (const int64_t end : w.run_end) {
-      E run_sum = 0;
-      for (; t < end; ++t) run_sum += w.weight[t] * src[t][i];
-      acc += run_sum;
-    }
-  } else {
-    for (size_t t = 0; t < w.weight.size(); ++t) acc += w.weight[t] * src[t][i];
-  }
-  return acc;
-}
-
 // src[t]: tap t's input, the line buffer at its shift. Blocks of four
-// vectors of `Bytes`, then the rest one output at a time.
+// vectors of `Bytes`, then of one, then one more ending at the line's end
+// (it recomputes a few outputs, to the same bits: an output's operations do
+// not depend on its block); lines shorter than a vector one output at a
+// time (vectors of one lane).
 template <class E, int Bytes>
 void weighted_sum_line(const WeightedTaps<E>& w, const E* const* src, int64_t n, E* res) {
-  constexpr int kVectors = 4, kBlock = kVectors * Bytes / (int)sizeof(E);
+  constexpr int kLanes = Bytes / (int)sizeof(E), kBlock = 4 * kLanes;
   int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) weighted_sum_block<E, Bytes, kVectors>(w, src, i, res);
-  for (; i < n; ++i) res[i] = weighted_sum_at(w, src, i);
+  for (; i + kBlock <= n; i += kBlock) weighted_sum_block<E, Bytes, 4>(w, src, i, res);
+  for (; i + kLanes <= n; i += kLanes) weighted_sum_block<E, Bytes, 1>(w, src, i, res);
+  if (i < n && n >= kLanes) weighted_sum_block<E, Bytes, 1>(w, src, n - kLanes, res);
+  else
+    for (; i < n; ++i) weighted_sum_block<E, (int)sizeof(E), 1>(w, src, i, res);
 }
 
 template <class E>
@@ -751,7 +736,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   const int threads = cpu_max_threads();
   const int64_t grain = std::max<int64_t>(1, lines.count / (16 * threads));
   parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
-    Scratch<E> s(plan, n, f.taps(), box != nullptr);
+    Scratch<E> s(plan, n, weighted_sum ? 0 : f.taps(), box != nullptr);  // taps: the rank scratch's
     std::vector<RowKey> wanted(rows), next(rows);
     std::vector<const E*> tap_src(weighted_sum ? f.taps() : 0);  // weighted_sum_line's inputs
     auto read_row = [&](RowKey key, E* buffer) {
@@ -803,7 +788,7 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
 // data, whose results are rounded to the output, the output must be
 // float16/float32 too (rounding commutes with the order, so a rounded cval
 // takes the same place). Weighted sums run in double, or in float where
-// float_sums_allowed (CpuBackend::footprint_pass).
+// weighted_sums_in_float (CpuBackend::footprint_pass).
 template <class E>
 bool holds(const ArrayDesc& out, const Footprint& f, double cval) {
   if constexpr (std::is_floating_point_v<E>) {
@@ -834,9 +819,8 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
     f.offsets.assign(f.ntaps, 0);
   }
   if (f.reduce == Reduce::Sum) {
-    const std::vector<char> runs = float_run_starts(f);
-    if (float_sums_allowed(in.dtype, out.dtype, has_negative_weight(f.weights)) &&
-        in_float_range(f.weights, cval) && std::count(runs.begin(), runs.end(), 1) <= kMaxFloatRuns)
+    if (weighted_sums_in_float(in.dtype, out.dtype, f.weights, cval) &&
+        (int64_t)float_run_ends(f).size() <= kMaxFloatRuns)
       run_footprint_pass<float>(in, out, f, cval);
     else
       run_footprint_pass<double>(in, out, f, cval);
