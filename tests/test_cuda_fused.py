@@ -26,7 +26,7 @@ pytestmark = pytest.mark.cuda
 
 cupy = pytest.importorskip("cupy")
 
-DTYPES = ["uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64"]
+DTYPES = ["uint8", "int8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64"]
 SHAPES_3D = [(37, 45, 70), (3, 2, 1), (70, 9, 3), (1, 20, 130), (40, 17, 65)]
 SHAPES_2D = [(300, 5), (5, 300), (129, 257), (1, 1), (33, 1)]
 FILTER_MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
@@ -123,20 +123,22 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
     check("sobel", x, axis=int(rng.integers(0, 2)), mode=modes, cval=cval)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("mode", FILTER_MODES)
-def test_2d_uint8_sums_in_float(mode, rng):
-    """uint8 chains of the tile kernel sum in float within a margin of
+def test_2d_8bit_sums_in_float(mode, dtype, rng):
+    """8-bit chains of the tile kernel sum in float within a margin of
     scipy's double sum, and again in double where the margin holds an integer
     step: flat regions (sums landing on integers), edges, an integer cval
     (a fractional one takes double sums). Bit for bit the CPU's results."""
-    host = random_array(rng, (150, 300), "uint8")
+    info = np.iinfo(dtype)
+    host = random_array(rng, (150, 300), dtype)
     host[20:90, 30:200] = 77
-    host[100:, :60] = rng.integers(0, 2, (50, 60)) * 255
+    host[100:, :60] = np.where(rng.integers(0, 2, (50, 60)) == 1, info.max, info.min)
     x = cupy.asarray(host)
     for sigma in (0.25, 1.0, 2.0):
         check("gaussian_filter", x, sigma, mode=mode, cval=3.0)
         check("gaussian_filter", x, sigma, mode=mode, cval=2.5)
-    check("sobel", x, axis=0, mode=mode, cval=255.0)
+    check("sobel", x, axis=0, mode=mode, cval=float(info.max))
     check("correlate1d", x, [0.25, 0.5, 0.25], axis=1, mode=mode, cval=4.0)  # dyadic: exact in float
     check("minimum_filter", x, size=9, mode=mode, cval=7.0)
 
