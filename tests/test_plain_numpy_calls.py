@@ -1,8 +1,9 @@
-"""The commonest CPU call (an exact numpy array of a real dtype into a new
-array, a float cval, no stream) goes from the filter straight to the _core
-binding, skipping the Operand and _filter's output rules (ndimage._plain_numpy).
-It must return, raise and leave alone exactly what the general path does: the
-general path is reached here with an int cval of the same value."""
+"""The commonest calls (an exact numpy array, or cupy array on cupy's
+current device, of a real dtype into a new array, a float cval, no stream) go
+from the filter straight to the _core binding or _dispatch.CupyBinding,
+skipping the Operand and _filter's output rules (ndimage._plain_binding).
+They must return, raise and leave alone exactly what the general path does:
+the general path is reached here with an int cval of the same value."""
 from __future__ import annotations
 
 import re
@@ -93,3 +94,43 @@ def test_plain_calls_raise_what_the_general_path_raises(call, rng):
     with pytest.raises(type(general.value), match=f"^{re.escape(str(general.value))}$"):
         call(x, 0.0)
     np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name, args, kwargs", CALLS, ids=IDS)
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "int16"])
+def test_plain_cupy_calls_return_the_general_paths_result(name, args, kwargs, dtype, rng):
+    cupy = pytest.importorskip("cupy")
+    ours = getattr(gnd, name)
+    c = cupy.asarray(random_array(rng, (7, 9, 12), dtype))
+    for layout, x in {"C": c, "F": cupy.asfortranarray(c), "strided": c[::-1, :, ::2]}.items():
+        before = x.copy()
+        plain = ours(x, *args, mode="reflect", cval=2.0, **kwargs)
+        general = ours(x, *args, mode="reflect", cval=2, **kwargs)
+        assert type(plain) is cupy.ndarray and plain.dtype == x.dtype and plain.shape == x.shape
+        assert plain.data.ptr != x.data.ptr
+        np.testing.assert_array_equal(cupy.asnumpy(plain), cupy.asnumpy(general), err_msg=layout)
+        # float32 smoothings sum in float on the GPU: the CPU's result within tolerance
+        assert_matches(cupy.asnumpy(plain), ours(cupy.asnumpy(x), *args, mode="reflect", cval=2.0, **kwargs),
+                       err_msg=layout)
+        np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(before))
+
+
+@pytest.mark.cuda
+def test_plain_cupy_calls_skip_the_operand_and_use_the_current_stream(monkeypatch, rng):
+    cupy = pytest.importorskip("cupy")
+    built = []
+    real = gnd._filter_input
+    monkeypatch.setattr(gnd, "_filter_input", lambda obj: built.append(obj) or real(obj))
+    x = cupy.asarray(random_array(rng, (5, 6, 7), np.float32))
+    for call_id, (name, args, kwargs) in zip(IDS, CALLS):
+        getattr(gnd, name)(x, *args, **kwargs)
+        assert (len(built) > 0) == (call_id in EXTREME_RANKS), call_id
+        built.clear()
+    gnd.uniform_filter(x, 3, cval=0)
+    assert len(built) == 1
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        y = gnd.uniform_filter(x, 3)
+    stream.synchronize()
+    assert_matches(cupy.asnumpy(y), gnd.uniform_filter(cupy.asnumpy(x), 3))

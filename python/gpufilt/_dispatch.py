@@ -437,6 +437,43 @@ def new_cupy_result(kernel_name, src: Operand, work, cval, dtype):
     return into_cupy_output(kernel_name, src, out, work, cval)
 
 
+class CupyBinding:
+    """_core's calling convention for an exact cupy array on cupy's current
+    device (what ndimage's _plain_binding hands out for one): called as
+    ``separable(input, None, work, cval, 0.0, 0)``, it fills a new cupy array
+    of the input's dtype on cupy's current stream and returns it. The
+    `output`, `cval_imag` and `stream` arguments are those constants."""
+
+    @staticmethod
+    def _run(kernel_name, input, work, cval):
+        cupy = sys.modules["cupy"]
+        out = cupy.ndarray(input.shape, input.dtype)  # cupy.empty, without its Python frame
+        return getattr(_cuda, kernel_name)(input, out, work, cval, 0.0, cupy.cuda.get_current_stream().ptr)
+
+    @staticmethod
+    def separable(input, output, work, cval, cval_imag, stream):
+        return CupyBinding._run("separable", input, work, cval)
+
+    @staticmethod
+    def footprint(input, output, work, cval, cval_imag, stream):
+        return CupyBinding._run("footprint", input, work, cval)
+
+
+_CUDA_USABLE = []  # [True] once cuda_module() has answered
+
+
+def plain_cupy(obj):
+    """True for an exact cupy array of a real dtype on cupy's current device,
+    with gpufilt's CUDA module usable (asked once: the answer does not change
+    within a process)."""
+    if not _is_cupy_ndarray(obj) or obj.dtype.kind not in "biuf":
+        return False
+    if not _CUDA_USABLE:
+        cuda_module()  # raises its clear error when CUDA is not usable
+        _CUDA_USABLE.append(True)
+    return obj.data.device_id == sys.modules["cupy"].cuda.runtime.getDevice()
+
+
 def _real_and_imag(cval):
     """cval's real and imaginary parts as floats (a float without complex())."""
     if type(cval) is float:

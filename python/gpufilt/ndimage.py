@@ -88,15 +88,20 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
     return _run(kernel, src, work, output, cval, complex_output, stream)
 
 
-def _plain_numpy(input, output, cval, stream):
-    """True for the commonest CPU call, which _filter would send straight to
-    the _core binding: an exact numpy array of a real dtype into a new array
-    of its dtype, a float cval, no stream. Filters whose work is memoised
-    test it first and call the binding themselves, skipping the Operand and
-    _filter: tiny arrays pay for every step (uniform_filter on 16 floats:
-    1.20 -> 0.93 us on a 2-core Zen 5)."""
-    return (type(input) is np.ndarray and output is None and stream is None and type(cval) is float
-            and input.dtype.kind in "biuf")
+def _plain_binding(input, output, cval, stream):
+    """The binding for the commonest calls, which _filter would send straight
+    to it: an exact numpy array (_core) or cupy array on cupy's current device
+    (_dispatch.CupyBinding) of a real dtype into a new array of its dtype, a
+    float cval, no stream; else None. Filters whose work is memoised test it
+    first and call ``binding.separable(input, None, work, cval, 0.0, 0)``
+    (or footprint) themselves, skipping the Operand and _filter: tiny arrays
+    pay for every step (uniform_filter on 16 floats: 1.20 -> 0.93 us on a
+    2-core Zen 5)."""
+    if output is not None or stream is not None or type(cval) is not float:
+        return None
+    if type(input) is np.ndarray:
+        return _core if input.dtype.kind in "biuf" else None
+    return _dispatch.CupyBinding if _dispatch.plain_cupy(input) else None
 
 
 def _is_plain_output(output, src):
@@ -123,8 +128,8 @@ _separable = functools.partial(_filter, _core.separable, run_separable)
 # _footprint_filter(src, spec, output, cval, complex_output=False, stream=None):
 # a footprint filter (reduce, ndim, ntaps, offsets, weights, rank, mode).
 _footprint_filter = functools.partial(_filter, _core.footprint, run_footprint)
-# The _core binding of each, for the calls that skip _filter (_plain_numpy).
-_CORE_KERNEL = {run_separable: _core.separable, run_footprint: _core.footprint}
+# The binding function of each, for the calls that skip _filter (_plain_binding).
+_BINDING_NAME = {run_separable: "separable", run_footprint: "footprint"}
 
 
 def _correlate_pass(axis, weights, origin, mode):
@@ -255,9 +260,9 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_filter1d, input, sigma, axis, order, output, mode, cval,
                                truncate, radius=radius, stream=stream)
-    if _plain_numpy(input, output, cval, stream):
+    if (binding := _plain_binding(input, output, cval, stream)) is not None:
         passes = [_gaussian_pass(_args.check_axis(axis, input.ndim), sigma, order, mode, truncate, radius)]
-        return _core.separable(input, None, passes, cval, 0.0, 0)
+        return binding.separable(input, None, passes, cval, 0.0, 0)
     src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     passes = [_gaussian_pass(axis, sigma, order, mode, truncate, radius)]
@@ -270,9 +275,9 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_filter, input, sigma, order, output, mode, cval, truncate,
                                radius=radius, axes=axes, stream=stream)
-    if _plain_numpy(input, output, cval, stream):
+    if (binding := _plain_binding(input, output, cval, stream)) is not None:
         passes = _gaussian_passes(input.ndim, sigma, order, mode, truncate, radius, axes)
-        return _core.separable(input, None, passes, cval, 0.0, 0)
+        return binding.separable(input, None, passes, cval, 0.0, 0)
     src = _filter_input(input)
     passes = _gaussian_passes(src.ndim, sigma, order, mode, truncate, radius, axes)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
@@ -304,9 +309,9 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     if threads is not None:
         return _on_cpu_threads(threads, uniform_filter1d, input, size, axis, output, mode, cval, origin,
                                stream=stream)
-    if _plain_numpy(input, output, cval, stream):
+    if (binding := _plain_binding(input, output, cval, stream)) is not None:
         passes = [_uniform_pass(_args.check_axis(axis, input.ndim), size, origin, mode)]
-        return _core.separable(input, None, passes, cval, 0.0, 0)
+        return binding.separable(input, None, passes, cval, 0.0, 0)
     src = _filter_input(input)
     axis = _args.check_axis(axis, src.ndim)
     passes = [_uniform_pass(axis, size, origin, mode)]
@@ -319,9 +324,9 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
     if threads is not None:
         return _on_cpu_threads(threads, uniform_filter, input, size, output, mode, cval, origin, axes=axes,
                                stream=stream)
-    if _plain_numpy(input, output, cval, stream):
+    if (binding := _plain_binding(input, output, cval, stream)) is not None:
         passes = _uniform_passes(input.ndim, size, origin, mode, axes)
-        return _core.separable(input, None, passes, cval, 0.0, 0)
+        return binding.separable(input, None, passes, cval, 0.0, 0)
     src = _filter_input(input)
     passes = _uniform_passes(src.ndim, size, origin, mode, axes)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
@@ -437,8 +442,8 @@ def _real_operand(input):
 
 
 def _min_max_1d(input, size, axis, output, mode, cval, origin, kind, stream):
-    if _plain_numpy(input, output, cval, stream):
-        return _core.separable(input, None, [_min_max_pass(input.ndim, size, axis, origin, mode, kind)], cval,
+    if (binding := _plain_binding(input, output, cval, stream)) is not None:
+        return binding.separable(input, None, [_min_max_pass(input.ndim, size, axis, origin, mode, kind)], cval,
                                0.0, 0)
     src = _real_operand(input)
     return _separable(src, [_min_max_pass(src.ndim, size, axis, origin, mode, kind)], output, cval,
@@ -482,9 +487,9 @@ def _footprint_mask(size, footprint, axes, ndim_image):
 
 
 def _min_or_max(input, size, footprint, output, mode, cval, origin, axes, kind, stream):
-    if footprint is None and _plain_numpy(input, output, cval, stream):
+    if footprint is None and (binding := _plain_binding(input, output, cval, stream)) is not None:
         kernel, work = _min_or_max_plan_of_size(input.ndim, size, None, origin, mode, axes, kind)
-        return _CORE_KERNEL[kernel](input, None, work, cval, 0.0, 0)
+        return getattr(binding, _BINDING_NAME[kernel])(input, None, work, cval, 0.0, 0)
     src = _real_operand(input)
     plan = _min_or_max_plan if footprint is not None else _min_or_max_plan_of_size
     kernel, work = plan(src.ndim, size, footprint, origin, mode, axes, kind)
@@ -561,10 +566,10 @@ def _rank_position(rank, operation, taps):
 
 
 def _rank_filter(input, rank, size, footprint, output, mode, cval, origin, axes, operation, stream):
-    if footprint is None and _plain_numpy(input, output, cval, stream):
+    if footprint is None and (binding := _plain_binding(input, output, cval, stream)) is not None:
         spec, extreme = _rank_plan_of_size(input.ndim, rank, size, None, origin, mode, axes, operation)
         if extreme is None:  # else _min_or_max below
-            return _core.footprint(input, None, spec, cval, 0.0, 0)
+            return binding.footprint(input, None, spec, cval, 0.0, 0)
     src = _real_operand(input)
     plan = _rank_plan if footprint is not None else _rank_plan_of_size
     spec, extreme = plan(src.ndim, rank, size, footprint, origin, mode, axes, operation)
@@ -640,8 +645,8 @@ _EDGE_SMOOTHING = {"sobel": (1.0, 2.0, 1.0), "prewitt": (1.0, 1.0, 1.0)}
 
 def _edge_filter(input, axis, output, mode, cval, operator, stream):
     """sobel/prewitt: a central difference along `axis`, smoothing across the others."""
-    if _plain_numpy(input, output, cval, stream):
-        return _core.separable(input, None, _edge_passes(input.ndim, axis, mode, operator), cval, 0.0, 0)
+    if (binding := _plain_binding(input, output, cval, stream)) is not None:
+        return binding.separable(input, None, _edge_passes(input.ndim, axis, mode, operator), cval, 0.0, 0)
     src = _filter_input(input)
     passes = _edge_passes(src.ndim, axis, mode, operator)
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
