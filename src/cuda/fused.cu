@@ -701,12 +701,13 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
 template <DType T, int TAPS, class Acc>
 struct PlaneGeometry {
   // 8-bit data is latency bound, not bandwidth bound (ncu: loads waited on
-  // at 36% occupancy): shorter runs, fewer registers, more blocks an SM
+  // at 36% occupancy): shorter runs (16-bit data too: see kStaged), fewer
+  // registers, more blocks an SM
   // (with its input staged, H100: 16-row runs 0.432 ms, 32-row 0.56, on
   // 8192^2 uint8 gaussian sigma 2; summed in float, 4 blocks an SM
   // 0.433-0.44, 5 0.415-0.427, 6 0.454-0.463; sums in double keep 4, as
   // they already spill at 64 registers).
-  static constexpr bool kShortRuns = sizeof(Acc) == 8 || kEightBit<T>;
+  static constexpr bool kShortRuns = sizeof(Acc) == 8 || sizeof(typename storage<T>::type) <= 2;
   static constexpr int kRows = kShortRuns ? 16 : 32;        // pass-0 results an item computes
   static constexpr int kMinBlocks = kEightBit<T> ? (sizeof(Acc) == 4 ? 5 : 4) : 3;
   static constexpr int TY = 2 * kRows;
@@ -718,13 +719,13 @@ struct PlaneGeometry {
   static constexpr int HXP = TX - kQuad + kRowValues;      // A's row length: the last quad's reads fit
   static constexpr int kItems0 = HX * (TY / kRows);
   static constexpr int kQuads = TY * TX / kQuad;
-  // 8-bit inputs, and 16-bit ones summed in double: an interior tile's
-  // haloed input, staged in shared memory by 8-byte loads (3 a thread
+  // 8-bit and 16-bit inputs (short runs, for the shared memory): an interior
+  // tile's haloed input, staged in shared memory by 8-byte loads (3 a thread
   // instead of 32 one-byte ones), rows of kStagedCols elements (H100, 2-D
-  // gaussian sigma 2 on 8192^2: uint8 0.61 -> 0.43 ms, uint16 0.785 -> ?).
-  // float16 (summed in float: twice the rows a tile) would pass the default
-  // shared memory.
-  static constexpr bool kStaged = kEightBit<T> || (sizeof(typename storage<T>::type) == 2 && sizeof(Acc) == 8);
+  // gaussian sigma 2 on 8192^2: uint8 0.61 -> 0.43 ms, uint16 0.784-0.793
+  // -> 0.432-0.437, float16 0.99-1.06 -> 0.647-0.649; float16 had tiles of
+  // twice the rows, whose staged input would pass the default shared memory).
+  static constexpr bool kStaged = sizeof(typename storage<T>::type) <= 2;
   static constexpr int kPerWord = 8 / (int)sizeof(typename storage<T>::type);  // elements an 8-byte load reads
   static constexpr int kStagedRows = TY + TAPS - 1, kStagedCols = (HX + kPerWord - 1) / kPerWord * kPerWord;
   static constexpr int kStagedBytes =
