@@ -60,20 +60,23 @@ def test_plain_calls_return_the_general_paths_result(name, args, kwargs, dtype, 
         np.testing.assert_array_equal(x, before)
 
 
-def test_plain_calls_skip_the_operand(monkeypatch, rng):
-    """The point of the shortcut: no Operand is built for a plain call (but
-    for ranks at a footprint's ends, which take _min_or_max with a footprint),
-    and one is for a call that is not plain."""
+def assert_plain_calls_skip_the_operand(monkeypatch, x):
+    """The point of the shortcut: no Operand is built for a plain call on x
+    (but for ranks at a footprint's ends, which take _min_or_max with a
+    footprint), and one is for a call that is not plain."""
     built = []
     real = gnd._filter_input
     monkeypatch.setattr(gnd, "_filter_input", lambda obj: built.append(obj) or real(obj))
-    x = random_array(rng, (5, 6, 7), np.float32)
     for call_id, (name, args, kwargs) in zip(IDS, CALLS):
         getattr(gnd, name)(x, *args, **kwargs)
         assert (len(built) > 0) == (call_id in EXTREME_RANKS), call_id
         built.clear()
     gnd.uniform_filter(x, 3, cval=0)
     assert len(built) == 1
+
+
+def test_plain_calls_skip_the_operand(monkeypatch, rng):
+    assert_plain_calls_skip_the_operand(monkeypatch, random_array(rng, (5, 6, 7), np.float32))
 
 
 @pytest.mark.parametrize("call", [
@@ -119,16 +122,8 @@ def test_plain_cupy_calls_return_the_general_paths_result(name, args, kwargs, dt
 @pytest.mark.cuda
 def test_plain_cupy_calls_skip_the_operand_and_use_the_current_stream(monkeypatch, rng):
     cupy = pytest.importorskip("cupy")
-    built = []
-    real = gnd._filter_input
-    monkeypatch.setattr(gnd, "_filter_input", lambda obj: built.append(obj) or real(obj))
     x = cupy.asarray(random_array(rng, (5, 6, 7), np.float32))
-    for call_id, (name, args, kwargs) in zip(IDS, CALLS):
-        getattr(gnd, name)(x, *args, **kwargs)
-        assert (len(built) > 0) == (call_id in EXTREME_RANKS), call_id
-        built.clear()
-    gnd.uniform_filter(x, 3, cval=0)
-    assert len(built) == 1
+    assert_plain_calls_skip_the_operand(monkeypatch, x)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         y = gnd.uniform_filter(x, 3)
