@@ -444,7 +444,7 @@ def _real_operand(input):
 def _min_max_1d(input, size, axis, output, mode, cval, origin, kind, stream):
     if (binding := _plain_binding(input, output, cval, stream)) is not None:
         return binding.separable(input, None, [_min_max_pass(input.ndim, size, axis, origin, mode, kind)], cval,
-                               0.0, 0)
+                                 0.0, 0)
     src = _real_operand(input)
     return _separable(src, [_min_max_pass(src.ndim, size, axis, origin, mode, kind)], output, cval,
                       stream=stream)

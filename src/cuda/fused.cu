@@ -720,11 +720,12 @@ struct PlaneGeometry {
   static constexpr int kItems0 = HX * (TY / kRows);
   static constexpr int kQuads = TY * TX / kQuad;
   // 8-bit and 16-bit inputs (short runs, for the shared memory): an interior
-  // tile's haloed input, staged in shared memory by 8-byte loads (3 a thread
-  // instead of 32 one-byte ones), rows of kStagedCols elements (H100, 2-D
-  // gaussian sigma 2 on 8192^2: uint8 0.61 -> 0.43 ms, uint16 0.784-0.793
-  // -> 0.432-0.437, float16 0.99-1.06 -> 0.647-0.649; float16 had tiles of
-  // twice the rows, whose staged input would pass the default shared memory).
+  // tile's haloed input, staged in shared memory by 8-byte loads (for 8-bit
+  // data 3 a thread instead of 32 of a byte), rows of kStagedCols elements
+  // (H100, 2-D gaussian sigma 2 on 8192^2: uint8 0.61 -> 0.43 ms, uint16
+  // 0.784-0.793 -> 0.432-0.437, float16 0.99-1.06 -> 0.647-0.649; float16
+  // had tiles of twice the rows, whose staged input would pass the default
+  // shared memory).
   static constexpr bool kStaged = sizeof(typename storage<T>::type) <= 2;
   static constexpr int kPerWord = 8 / (int)sizeof(typename storage<T>::type);  // elements an 8-byte load reads
   static constexpr int kStagedRows = TY + TAPS - 1, kStagedCols = (HX + kPerWord - 1) / kPerWord * kPerWord;
