@@ -490,10 +490,11 @@ std::vector<int64_t> float_run_ends(const Footprint& f) {
 template <class E>
 struct WeightedTaps {
   std::vector<E> weight;
-  std::vector<int64_t> run_end;  // float sums: float_run_ends
+  std::vector<int64_t> run_end;  // float sums: float_run_ends (double sums take no runs)
 
-  explicit WeightedTaps(const Footprint& f)
-      : weight(f.weights.begin(), f.weights.end()), run_end(float_run_ends(f)) {}
+  explicit WeightedTaps(const Footprint& f) : weight(f.weights.begin(), f.weights.end()) {
+    if constexpr (std::is_same_v<E, float>) run_end = float_run_ends(f);
+  }
 };
 
 // Outputs i0 .. i0 + Vectors * lanes of weighted_sum_line, in vectors of

@@ -32,8 +32,8 @@ inline bool in_float_range(const std::vector<double>& weights, double cval) {
 // run in float, where scipy sums in double, unless their terms may cancel
 // (a negative weight: a derivative): within DESIGN.md's tolerance of scipy,
 // with twice the values a vector or the lanes a GPU cycle. The rule of the
-// separable chains (the CPU's; fused.cu's float_sums is the same test) and
-// of the N-D weighted sums (the CPU's and the CUDA box sums).
+// separable chains (the CPU's and fused.cu's) and of the N-D weighted sums
+// (the CPU's and the CUDA box sums).
 inline bool float_sums_allowed(DType in, DType out, bool may_cancel) {
   auto narrow_float = [](DType t) { return t == DType::Float32 || t == DType::Float16; };
   return narrow_float(in) && narrow_float(out) && !may_cancel;

@@ -17,13 +17,13 @@
 //   CPU's (and scipy's) rounding, bit for bit;
 // - float, for float32/float16 data into a float32/float16 output with no
 //   negative weight (a smoothing: the separable chains' rule,
-//   weighted_sums_in_float, with weights and cval within float's
-//   range): FMAs on twice the lanes and half the
-//   shared-memory bytes. Each plane's taps are summed on their own and the
-//   plane sums added after, so an output's rounding error stays within
-//   KP * KX + KM + 1 float units (the last for the weights' own rounding)
-//   of the sum of |weight * value|: 57 for 7x7x7, 31 for 5x5x5, under
-//   3.4e-6 of it, inside DESIGN.md's 1e-5 for float32.
+//   weighted_sums_in_float, with weights and cval within float's range):
+//   FMAs on twice the lanes and half the shared-memory bytes. Each plane's
+//   taps are summed on their own and the plane sums added after, so an
+//   output's rounding error stays within KP * KX + KM + 1 float units (the
+//   last for the weights' own rounding) of the sum of |weight * value|: 57
+//   for 7x7x7, 31 for 5x5x5, under 3.4e-6 of it, inside DESIGN.md's 1e-5
+//   for float32.
 #include "cuda/box_sum.cuh"
 
 #include <cstdint>

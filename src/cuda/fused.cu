@@ -1197,8 +1197,8 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
   }
   for (const LinePass& p : passes) a.pass[stage[p.axis]] = fused_pass(p);
 
-  plan.float_sums = (in.dtype == DType::Float32 || in.dtype == DType::Float16) &&
-                    std::none_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
+  const bool may_cancel = std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
+  plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
   plan.eight_bit_float = eight_bit_float_sums(in.dtype, passes, cval, a);
   return true;
 }
