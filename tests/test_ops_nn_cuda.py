@@ -76,6 +76,32 @@ def test_cupy_pointwise_any_layout_and_alignment(view, rng):
     assert_matches(host(ops.relu_grad(x, g)), np.where(x_h > 0, host(g), 0), np.float32)
 
 
+def at_odd_address(x_h):
+    """x_h's values in a cupy array one byte past an aligned start (every
+    element read and written byte by byte), and the bytes holding it."""
+    raw = cupy.zeros(x_h.nbytes + 1, np.uint8)
+    raw[1:] = device(np.ascontiguousarray(x_h).view(np.uint8).ravel())
+    return cupy.ndarray(x_h.shape, x_h.dtype, memptr=raw.data + 1), raw
+
+
+def values_at_odd_address(raw, like):
+    return host(raw[1:]).view(like.dtype).reshape(like.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_cupy_pointwise_and_softmax_at_odd_addresses(dtype, rng):
+    """Element stores byte by byte: a float16 result's low byte must not be
+    lost (CUDA 13's ptxas turns a byte store of a 16-bit cvt result into a
+    float-to-integer conversion: -3.72 stored as -3.5)."""
+    x_h = random_array(rng, (9, 37), dtype) * 4
+    x, _ = at_odd_address(x_h)
+    for op, expected in [(ops.relu, ref_relu(x_h)), (ops.sigmoid, ref_sigmoid(x_h)),
+                         (ops.softmax, ref_softmax(x_h, -1))]:
+        out, raw_out = at_odd_address(np.zeros_like(x_h))
+        assert op(x, out=out) is out
+        assert_matches(values_at_odd_address(raw_out, x_h), expected, dtype)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_cupy_relu_in_place_large(dtype, rng):
     x_h = random_array(rng, (2**20 + 5,), dtype)

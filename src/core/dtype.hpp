@@ -32,7 +32,14 @@ inline DType component_dtype(DType t) {
 }
 
 // IEEE binary16 <-> binary32, round to nearest even; host and device alike.
+// On the device the hardware converts (one instruction each way instead of
+// a dozen with branches: float16 filters ran 2.3x slower than float32).
 GF_HD float half_bits_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
   if (exp == 0) {
@@ -51,9 +58,19 @@ GF_HD float half_bits_to_float(uint16_t h) {
   float f;
   memcpy(&f, &bits, 4);
   return f;
+#endif
 }
 
 GF_HD uint16_t float_to_half_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // The pair form, into a 32-bit register: ptxas (CUDA 13.0) compiles a byte
+  // store of cvt.rn.f16.f32's 16-bit result (or cvt.rn.bf16.f32's) as a
+  // float-to-integer conversion of the half (F2I.U8.F16: the low byte of
+  // -3.72 stored as 0), which copy_element's byte stores hit.
+  uint32_t pair;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.0f), "f"(f));
+  return (uint16_t)pair;
+#else
   uint32_t x;
   memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
@@ -75,6 +92,7 @@ GF_HD uint16_t float_to_half_bits(float f) {
   uint32_t half = r >> 13, rem = r & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
   return (uint16_t)(sign | half);
+#endif
 }
 
 // bfloat16 is the upper half of a binary32: widening is exact; narrowing
@@ -88,11 +106,17 @@ GF_HD float bfloat16_bits_to_float(uint16_t h) {
 }
 
 GF_HD uint16_t float_to_bfloat16_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t pair;  // the pair form, as float_to_half_bits does and for the same reason
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.0f), "f"(f));
+  return (uint16_t)pair;
+#else
   uint32_t x;
   memcpy(&x, &f, 4);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // NaN, quieted
   const uint32_t round = 0x7fffu + ((x >> 16) & 1u);  // ties to even
   return (uint16_t)((x + round) >> 16);
+#endif
 }
 
 }  // namespace gpufilt

@@ -24,8 +24,6 @@
 // kernel cannot raise. It never reads through a bad label; the row's loss and
 // gradient become NaN (visible in the result) and the first bad label goes to
 // the process-wide record of range_error.cuh.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,15 +44,17 @@ constexpr int kBlocksPerSM = 8;  // 2048 resident threads per SM at 256 threads 
 // ---------------------------------------------------------- element access
 
 template <DType T> struct Elem;
+// The half-width conversions are core/dtype.hpp's, not cuda_fp16's: those
+// hand ptxas the 16-bit results it miscompiles in st's byte stores.
 template <> struct Elem<DType::Float16> {
   using S = uint16_t;
-  static __device__ __forceinline__ float to(S b) { return __half2float(__ushort_as_half(b)); }
-  static __device__ __forceinline__ S from(float v) { return __half_as_ushort(__float2half_rn(v)); }
+  static __device__ __forceinline__ float to(S b) { return half_bits_to_float(b); }
+  static __device__ __forceinline__ S from(float v) { return float_to_half_bits(v); }
 };
 template <> struct Elem<DType::BFloat16> {
   using S = uint16_t;
-  static __device__ __forceinline__ float to(S b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
-  static __device__ __forceinline__ S from(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+  static __device__ __forceinline__ float to(S b) { return bfloat16_bits_to_float(b); }
+  static __device__ __forceinline__ S from(float v) { return float_to_bfloat16_bits(v); }
 };
 template <> struct Elem<DType::Float32> {
   using S = float;
