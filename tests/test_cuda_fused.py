@@ -128,8 +128,10 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
 def test_2d_8bit_sums_in_float(mode, dtype, rng):
     """8-bit chains of the tile kernel sum in float within a margin of
     scipy's double sum, and again in double where the margin holds an integer
-    step: flat regions (sums landing on integers), edges, an integer cval
-    (a fractional one takes double sums). Bit for bit the CPU's results."""
+    step (in tiles inside the array from the staged input, at the borders
+    from registers): flat regions (sums landing on integers), edges, an
+    integer cval (a fractional one takes double sums). Bit for bit the CPU's
+    results."""
     info = np.iinfo(dtype)
     host = random_array(rng, (150, 300), dtype)
     host[20:90, 30:200] = 77
@@ -141,6 +143,18 @@ def test_2d_8bit_sums_in_float(mode, dtype, rng):
     check("sobel", x, axis=0, mode=mode, cval=float(info.max))
     check("correlate1d", x, [0.25, 0.5, 0.25], axis=1, mode=mode, cval=4.0)  # dyadic: exact in float
     check("minimum_filter", x, size=9, mode=mode, cval=7.0)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_2d_small_integers_many_tiles(dtype, rng):
+    """Hundreds of tiles inside the array (staged input; for 8-bit data the
+    outputs near a step summed again from it) and a flat band: bit for bit
+    the CPU's."""
+    host = random_array(rng, (700, 900), dtype)
+    host[300:380] = 101
+    x = cupy.asarray(host)
+    for sigma in (0.7, 1.5, 2.0):
+        check("gaussian_filter", x, sigma)
 
 
 @pytest.mark.parametrize("view", ["reversed", "sliced", "unaligned_output"])

@@ -269,7 +269,7 @@ struct ShiftedTaps {
 };
 
 // ---- 8-bit integer data summed in float, exactly --------------------------------
-// (core/separable.hpp: eight_bit_float_margin): twice the values per vector
+// (core/separable.hpp: integer_float_margin): twice the values per vector
 // of doubles, and multiply-adds fused. cval never reaches these kernels
 // (callers sum it in double).
 template <class T>
@@ -279,7 +279,7 @@ template <class R>
 bool float_weights(const RowPass<double>& p, FloatWeights& f) {
   if (p.taps > kMaxFloatTaps) return false;
   for (int64_t k = 0; k < p.taps; ++k) f.w[k] = (float)p.weights[k];
-  return eight_bit_float_margin(p.weights, p.taps, p.symmetry, std::is_signed_v<R>, f.margin);
+  return integer_float_margin(p.weights, p.taps, p.symmetry, integer_magnitude(8, std::is_signed_v<R>), f.margin);
 }
 
 // True when the `bytes` (at most 64) at p are all zero.

@@ -28,7 +28,7 @@ bool LinePass::may_cancel() const {
 
 namespace {
 // True when every weight is a multiple of one power of two 2^-s whose
-// multiples up to `bound` are all floats (see eight_bit_float_margin).
+// multiples up to `bound` are all floats (see integer_float_margin).
 bool exact_in_float(const double* weights, int64_t taps, double bound) {
   for (int s = 0; s <= 24 && bound * std::ldexp(1.0, s) < 0x1p24; ++s) {
     bool multiples = true;
@@ -42,10 +42,10 @@ bool exact_in_float(const double* weights, int64_t taps, double bound) {
 }
 }  // namespace
 
-bool eight_bit_float_margin(const double* weights, int64_t taps, int symmetry, bool is_signed, float& margin) {
+bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, float& margin) {
   double total = 0.0;
   for (int64_t k = 0; k < taps; ++k) total += std::fabs(weights[k]);
-  const double bound = (is_signed ? 128.0 : 255.0) * total;
+  const double bound = magnitude * total;
   if (!(bound < 0x1p29)) return false;  // also NaN: sums must stay within int32
   const int64_t terms = symmetry != 0 ? taps / 2 + 1 : taps;
   margin = exact_in_float(weights, taps, bound) ? 0.0f : (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);

@@ -52,14 +52,20 @@ struct LinePass {
 // multiply-adds fuse), (n - 1) * u * M for the sums; scipy's double sum by
 // far less than u * M. The margin's ends, rounded to float themselves, may
 // move by u * (M + margin) each: (n + 3) * u * M covers all of it. The
-// absolute term covers weights and products of subnormal size. Every x is a
-// value of the 8-bit dtype (or a cval of at most its magnitude).
+// absolute term covers weights and products of subnormal size. Every x is an
+// integer of at most `magnitude` (the dtype's, or a cval within it: 255 for
+// uint8, 128 for int8; the pairs are then exact in float).
 // The margin is 0 when every weight is a multiple of one power of two 2^-s
 // whose multiples up to M are all floats (integer weights such as sobel's,
 // dyadic ones such as 0.25): every product and partial sum is then exact in
 // float, as in double.
 // Returns false when the sums could leave int32 (or a weight is not finite).
-bool eight_bit_float_margin(const double* weights, int64_t taps, int symmetry, bool is_signed, float& margin);
+bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, float& margin);
+
+// The largest magnitude of an integer dtype of `bits` bits (at most 16).
+constexpr double integer_magnitude(int bits, bool is_signed) {
+  return is_signed ? (double)(1 << (bits - 1)) : (double)((1 << bits) - 1);
+}
 
 // The order scipy's NI_Correlate1D sums taps in, which every backend follows
 // so that results agree to the last bit (a flat integer image must stay flat

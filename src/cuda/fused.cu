@@ -255,17 +255,19 @@ __device__ __forceinline__ Acc round_to(Acc v) {
 // Pass p of kind K at N outputs, as the chain stores them (rounded to T):
 // result[i] from taps read through x(i, k). For 8-bit data summed in float
 // (FusedPlan::eight_bit_float), a correlation whose float sum lies within
-// p.margin of an integer step is summed again in double in scipy's order:
-// the result is scipy's to the bit either way (core/separable.hpp,
-// eight_bit_float_margin). The margin test is made for the N outputs at
-// once, one branch for all, instead of a branch an output (ncu: a sixth of
-// an 8-bit tile's instructions were those branches; 2-D gaussian on 8192^2
-// uint8 0.629 -> 0.609 ms on the H100).
+// p.margin of an integer step is to be summed again in double in scipy's
+// order (exact_result): the result is scipy's to the bit either way
+// (core/separable.hpp, integer_float_margin). Returns those outputs as bits
+// (bit i: output i), result[i] holding the float sum's value meanwhile. The
+// margin test is made for the N outputs at once, one branch for all,
+// instead of a branch an output (ncu: a sixth of an 8-bit tile's
+// instructions were those branches; 2-D gaussian on 8192^2 uint8 0.629 ->
+// 0.609 ms on the H100).
 template <DType T, int TAPS, class K, class Acc, int N, class Tap>
-__device__ __forceinline__ void pass_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
+__device__ __forceinline__ uint32_t float_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
   if constexpr (kEightBit<T> && std::is_same_v<Acc, float> && K::kind == LineKind::Correlate) {
     static_assert(N <= 32, "one bit an output");
-    uint32_t near_step = 0;  // bit i: output i's sum lies within the margin of an integer step
+    uint32_t near_step = 0;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const float sum = apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); });
@@ -273,19 +275,34 @@ __device__ __forceinline__ void pass_results(const FusedPass& p, const Tap& x, A
       near_step |= (uint32_t)(low != high) << i;
       result[i] = as_acc<T, Acc>(storage_of<T>(low));
     }
-    if (near_step) {
-#pragma unroll  // x(i, k) must index registers with constants
-      for (int i = 0; i < N; ++i) {
-        if (!(near_step >> i & 1)) continue;
-        const double exact = apply_kind<double, TAPS, K>(p, [&](int k) { return (double)x(i, k); });
-        typename storage<T>::type s;
-        store_from_double<T>(reinterpret_cast<char*>(&s), exact);
-        result[i] = as_acc<T, Acc>(s);
-      }
-    }
+    return near_step;
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) result[i] = round_to<T, Acc>(apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); }));
+    return 0;
+  }
+}
+
+// One output of pass p summed in double in scipy's order, x(k) its tap k,
+// as the chain stores it.
+template <DType T, int TAPS, class K, class Acc, class Tap>
+__device__ __forceinline__ Acc exact_result(const FusedPass& p, const Tap& x) {
+  const double exact = apply_kind<double, TAPS, K>(p, [&](int k) { return (double)x(k); });
+  typename storage<T>::type s;
+  store_from_double<T>(reinterpret_cast<char*>(&s), exact);
+  return as_acc<T, Acc>(s);
+}
+
+// float_results with the outputs near a step summed again, from the same
+// registers: each such bit costs the warp a double sum if any of its
+// threads has it.
+template <DType T, int TAPS, class K, class Acc, int N, class Tap>
+__device__ __forceinline__ void pass_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
+  const uint32_t near_step = float_results<T, TAPS, K>(p, x, result);
+  if (near_step) {
+#pragma unroll  // x(i, k) must index registers with constants
+    for (int i = 0; i < N; ++i)
+      if (near_step >> i & 1) result[i] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return x(i, k); });
   }
 }
 
@@ -753,6 +770,32 @@ __device__ __forceinline__ bool stages_input(const FusedArgs& a, int64_t y0, int
   }
 }
 
+// Pass 0's outputs near a step (float_results), summed again in double and
+// written to `column` (row r at column[r * HXP]). From the staged input
+// when the block has it (`staged`: the column's first input, rows
+// kStagedCols apart), one output a round, each thread its own: a warp pays
+// a round for the most any of its threads has, and the code is one double
+// sum instead of kRows (8-bit gaussian sigma 2: 56 bytes spilled instead of
+// 112; H100, 8192^2 uint8 0.322-0.328 -> 0.309-0.310 ms). Otherwise from
+// the registers v, a double sum for each row any thread of the warp has
+// near a step.
+template <DType T, int TAPS, class K, class G, class Acc, int N, class S>
+__device__ __forceinline__ void settle_column(const FusedPass& p, uint32_t near_step, const Acc (&v)[N],
+                                              const S* staged, Acc* column) {
+  constexpr int R = G::kRows, HXP = G::HXP;
+  if (staged) {
+    while (near_step) {
+      const int r = __ffs(near_step) - 1;
+      near_step &= near_step - 1;
+      column[r * HXP] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return staged[(r + k) * G::kStagedCols]; });
+    }
+  } else {
+#pragma unroll  // v must be indexed with constants
+    for (int r = 0; r < R; ++r)
+      if (near_step >> r & 1) column[r * HXP] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return v[r + k]; });
+  }
+}
+
 template <DType T, int TAPS, class Acc>
 __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlocks)
     plane_kernel(const __grid_constant__ FusedArgs a) {
@@ -811,10 +854,12 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
       }
       if (p0.taps) {
         with_kind(p0, [&](auto kind) {
+          using K = decltype(kind);
           Acc results[R];
-          pass_results<T, TAPS, decltype(kind), Acc>(p0, [&](int r, int k) { return v[r + k]; }, results);
+          const uint32_t near_step = float_results<T, TAPS, K>(p0, [&](int r, int k) { return v[r + k]; }, results);
 #pragma unroll
           for (int r = 0; r < R; ++r) column[r * HXP] = results[r];
+          if (near_step) settle_column<T, TAPS, K, G>(p0, near_step, v, stage ? staged + r0 * G::kStagedCols + c : nullptr, column);
         });
       } else {
 #pragma unroll
@@ -834,7 +879,17 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
       load_run<G::kRowValues, G::kVec>(A + ty * HXP + tx, v);
       Acc results[Q];
       if (p1.taps) {
-        pass_results<T, TAPS, decltype(kind), Acc>(p1, [&](int i, int k) { return v[i + k]; }, results);
+        using K = decltype(kind);
+        uint32_t near_step = float_results<T, TAPS, K>(p1, [&](int i, int k) { return v[i + k]; }, results);
+        const Acc* row = A + ty * HXP + tx;  // v's values: output i's tap k at row[i + k]
+        while (near_step) {  // see settle_column
+          const int i = __ffs(near_step) - 1;
+          near_step &= near_step - 1;
+          const Acc exact = exact_result<T, TAPS, K, Acc>(p1, [&](int k) { return row[i + k]; });
+#pragma unroll
+          for (int j = 0; j < Q; ++j)
+            if (j == i) results[j] = exact;
+        }
       } else {
 #pragma unroll
         for (int i = 0; i < Q; ++i) results[i] = v[i];
@@ -1140,13 +1195,12 @@ bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePa
 // integer (the margin's bound covers it). Sets each correlation's margin.
 bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, double cval, FusedArgs& a) {
   if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
-  const bool is_signed = dtype == DType::Int8;
-  const bool cval_ok = cval == std::floor(cval) && std::fabs(cval) <= (is_signed ? 128.0 : 255.0);
+  const double magnitude = integer_magnitude(8, dtype == DType::Int8);
+  const bool cval_ok = cval == std::floor(cval) && std::fabs(cval) <= magnitude;
   for (FusedPass& p : a.pass) {
     if (p.taps == 0) continue;
     if (p.kind == LineKind::Uniform || (p.mode == Mode::Constant && !cval_ok)) return false;
-    if (p.kind == LineKind::Correlate &&
-        !eight_bit_float_margin(p.weights, p.taps, p.symmetry, is_signed, p.margin))
+    if (p.kind == LineKind::Correlate && !integer_float_margin(p.weights, p.taps, p.symmetry, magnitude, p.margin))
       return false;
   }
   return true;
@@ -1372,6 +1426,10 @@ struct BlockedLauncher {
 };
 
 // Calls f(Acc{}) with the type the chain is summed in: float or double.
+// 16-bit integers keep double: summed in float with a margin (0.047 for a
+// uint16 gaussian of sigma 2) about one output in ten needs the double sum
+// again, and the warps' rounds of those, with their conversions, cost more
+// than the double sums saved (H100, 8192^2 uint16: 0.414 -> 0.583 ms).
 template <DType T, class F>
 bool with_accumulator(const FusedPlan& plan, const F& f) {
   if constexpr (T == DType::Float32 || T == DType::Float16) {
