@@ -532,14 +532,15 @@ __global__ void __launch_bounds__(kThreads, kMedianMinBlocks<IO>) box_median_ker
 // BoxRankPlan, the CPU's box path): a "column" is the KM x KP values of the
 // box at one position along the last axis, and an output's window is KX
 // neighbouring columns. A block owns a tile of outputs of a plane (8 rows x
-// 64 for 3-D boxes, one row of 512 for 2-D ones) and walks a run of planes:
+// 64 for 3-D boxes, one row of 512 - (KX - 1) for 2-D ones: ColumnShape)
+// and walks a run of planes:
 //   1. each thread owns two columns for the whole walk. Per plane it sorts
 //      the KP values the new plane adds to each (once, not once per output
 //      reading them), keeps the sorted runs of the last KM - 1 planes in
 //      registers, merges the KM runs into the sorted column and writes it to
-//      shared memory: every column of the tile is sorted once (the tile's
-//      KX - 1 columns a row past its outputs fall to a few threads as a
-//      third column);
+//      shared memory: every column of the tile is sorted once (in 3-D
+//      tiles, the KX - 1 columns a row past its outputs fall to a few
+//      threads as a third column);
 //   2. each thread then takes two neighbouring outputs of a row, merges the
 //      columns they share in pairs, keeps the ranks the median can take,
 //      and selects each output's median from these and its own column.
@@ -549,9 +550,9 @@ __global__ void __launch_bounds__(kThreads, kMedianMinBlocks<IO>) box_median_ker
 //   3x3       6       5      6       ~17      23
 //   5x5      18      26     28       ~73     112
 //   7x7      32      63    105      ~201     308
-// (a column's share grows by 66/64 or 514/512 for the columns past a
-// tile's outputs; with KX > 3, each merged pair is merged again by each
-// output pair reading it).
+// (a column's share grows by 66/64 or 512/(512 - (KX - 1)) for the columns
+// past a tile's outputs; with KX > 3, each merged pair is merged again by
+// each output pair reading it).
 
 // A sorted column in shared memory: its values and padding to whole 16-byte
 // words, an odd number of them, so that neighbouring threads' 16-byte loads
@@ -580,11 +581,20 @@ template <int KM_, int KP_, int KX_>
 struct ColumnShape {
   static constexpr int KM = KM_, KP = KP_, KX = KX_;
   static constexpr int tile_rows = KP > 1 ? 8 : 1;                   // outputs
-  static constexpr int tile_cols = 2 * kThreads / tile_rows;         // outputs, two a thread
+  // Outputs a tile row: 3-D boxes 64, with the halo 66 columns, a third one
+  // for a few threads of warp 0; 2-D boxes one row of 512 less the halo,
+  // two columns a thread. H100, 8192^2 float32 against rows of 512 (a third
+  // column for 2 to 6 threads, which every warp waited for at the step's
+  // barrier): 5x5 0.522-0.526 -> 0.488-0.498 ms, 7x7 1.098-1.101 ->
+  // 1.056-1.083, 3x3 unchanged. 3-D tiles of 62 went the other way (256^3,
+  // 3x3x3: 0.170 -> 0.19-0.20): five blocks a row of 256 instead of four.
+  static constexpr int tile_cols = KP > 1 ? 2 * kThreads / tile_rows : 2 * kThreads - (KX - 1);
   static constexpr int pairs = tile_cols / 2;                        // output pairs a row
   static constexpr int row_cols = tile_cols + KX - 1;                // columns a row
   static constexpr int columns = tile_rows * row_cols;
-  static constexpr int thread_columns = (columns + kThreads - 1) / kThreads;  // 3: 2, or 3 for a few threads
+  static constexpr int thread_columns = (columns + kThreads - 1) / kThreads;  // 3-D: 2, or 3 for a few threads
+  static constexpr bool every_thread_has_outputs = tile_rows * pairs == kThreads;
+  static_assert(tile_cols % 2 == 0 && tile_rows * pairs <= kThreads, "outputs in pairs, a pair a thread");
   static constexpr int plane_rows = tile_rows + KP - 1;
   static constexpr int plane = plane_rows * row_cols;                // inputs
   static constexpr int loads = (plane + kThreads - 1) / kThreads;    // a thread's per plane
@@ -708,9 +718,11 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
       drop_oldest_run(c);
     }
     __syncthreads();
-    V first, second;
-    Median::medians(column, first, second);
-    store(m, first, second);
+    if (Shape::every_thread_has_outputs || row < Shape::tile_rows) {  // 2-D: the last few threads have none
+      V first, second;
+      Median::medians(column, first, second);
+      store(m, first, second);
+    }
   }
 }
 
