@@ -64,7 +64,8 @@ struct FusedPass {
   float inverse_size = 1.0f;  // 1 / size, for data summed in float (apply_kind)
   double weights[kMaxLongTaps] = {};
   float weights_f[kMaxLongTaps] = {};  // the same, for data summed in float
-  float margin = 0;                // 8-bit data summed in float: see pass_results
+  float margin = 0;                // 8-bit data summed in float: see float_results
+  float far_margin = 1.0f;         // 1 - margin, rounded down (float_results)
   double pair_sign = 1.0;          // symmetry as a factor: +1 or -1 (KindOf<Correlate, kEitherSymmetry>)
   float pair_sign_f = 1.0f;
 };
@@ -225,17 +226,31 @@ __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
 
 // v, a value of T held in Acc (or, for 8-bit T, any integer within int32),
 // as T's storage: as store_from_double makes it, without its detour through
-// int64 for 8-bit dtypes.
+// int64 for 8-bit dtypes. 8-bit data summed in float holds integers only
+// (every result truncated, or exact), below 2^22 (eight_bit_float_sums):
+// the low byte of v + 1.5 * 2^23's bits is v's, two's complement, an add
+// instead of a conversion (XU pipe: ncu, 8-bit 2-D tiles, 57% busy).
 template <DType T, class Acc>
 __device__ __forceinline__ typename storage<T>::type storage_of(Acc v) {
   using S = typename storage<T>::type;
-  if constexpr (kEightBit<T>) {
+  if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) {
+    return (S)__float_as_int(v + 12582912.0f);
+  } else if constexpr (kEightBit<T>) {
     return (S)(int32_t)v;
   } else {
     S s;
     store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
     return s;
   }
+}
+
+// An integer v of 8-bit data summed in float (see storage_of) converted to
+// T and read back, by the bits of v + 1.5 * 2^23 on both ways.
+template <DType T>
+__device__ __forceinline__ float wrapped_8bit(float v) {
+  const uint32_t byte = (uint32_t)__float_as_int(v + 12582912.0f) & 0xffu;
+  if constexpr (T == DType::UInt8) return __int_as_float(0x4B000000 | byte) - 8388608.0f;
+  else return __int_as_float(0x4B000000 | (byte ^ 0x80u)) - 8388736.0f;  // int8: (byte ^ 0x80) - 128
 }
 
 // v as the chain stores it between passes: converted to T and read back.
@@ -255,14 +270,16 @@ __device__ __forceinline__ Acc round_to(Acc v) {
 // Pass p of kind K at N outputs, as the chain stores them (rounded to T):
 // result[i] from taps read through x(i, k). For 8-bit data summed in float
 // (FusedPlan::eight_bit_float), a correlation whose float sum lies within
-// p.margin of an integer step is to be summed again in double in scipy's
-// order (exact_result): the result is scipy's to the bit either way
-// (core/separable.hpp, integer_float_margin). Returns those outputs as bits
-// (bit i: output i), result[i] holding the float sum's value meanwhile. The
-// margin test is made for the N outputs at once, one branch for all,
-// instead of a branch an output (ncu: a sixth of an 8-bit tile's
-// instructions were those branches; 2-D gaussian on 8192^2 uint8 0.629 ->
-// 0.609 ms on the H100).
+// p.margin of an integer is to be summed again in double in scipy's order
+// (exact_result): the result is scipy's to the bit either way
+// (core/separable.hpp, integer_float_margin: scipy's sum lies within less
+// than the margin of the float sum, so its truncation is the float sum's
+// unless an integer lies that near). Returns those outputs as bits (bit i:
+// output i), result[i] holding the float sum's value meanwhile. The test is
+// made for the N outputs at once, one branch for all, instead of a branch
+// an output (ncu: a sixth of an 8-bit tile's instructions were those
+// branches; 2-D gaussian on 8192^2 uint8 0.629 -> 0.609 ms on the H100);
+// one truncation an output, the distance to the integers from it.
 template <DType T, int TAPS, class K, class Acc, int N, class Tap>
 __device__ __forceinline__ uint32_t float_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
   if constexpr (kEightBit<T> && std::is_same_v<Acc, float> && K::kind == LineKind::Correlate) {
@@ -271,9 +288,9 @@ __device__ __forceinline__ uint32_t float_results(const FusedPass& p, const Tap&
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const float sum = apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); });
-      const float low = truncf(sum - p.margin), high = truncf(sum + p.margin);
-      near_step |= (uint32_t)(low != high) << i;
-      result[i] = as_acc<T, Acc>(storage_of<T>(low));
+      const float whole = truncf(sum), part = fabsf(sum - whole);  // exact: |whole| <= |sum| < |whole| + 1
+      near_step |= (uint32_t)(part < p.margin || part > p.far_margin) << i;
+      result[i] = wrapped_8bit<T>(whole);
     }
     return near_step;
   } else {
@@ -1190,9 +1207,10 @@ bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePa
 }
 
 // True when a chain over 8-bit data may be summed in float (pass_results):
-// correlations with a margin (their sums stay within int32), minima and
-// maxima (exact in float), and a cval of at most the dtype's magnitude, an
-// integer (the margin's bound covers it). Sets each correlation's margin.
+// correlations with a margin whose sums stay below 2^22 (storage_of),
+// minima and maxima (exact in float), and a cval of at most the dtype's
+// magnitude, an integer (the margin's bound covers it). Sets each
+// correlation's margins.
 bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, double cval, FusedArgs& a) {
   if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
   const double magnitude = integer_magnitude(8, dtype == DType::Int8);
@@ -1200,8 +1218,15 @@ bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, doub
   for (FusedPass& p : a.pass) {
     if (p.taps == 0) continue;
     if (p.kind == LineKind::Uniform || (p.mode == Mode::Constant && !cval_ok)) return false;
-    if (p.kind == LineKind::Correlate && !integer_float_margin(p.weights, p.taps, p.symmetry, magnitude, p.margin))
+    if (p.kind != LineKind::Correlate) continue;
+    double total = 0.0;
+    for (int k = 0; k < p.taps; ++k) total += std::fabs(p.weights[k]);
+    if (!(magnitude * total < 0x1p22) || !integer_float_margin(p.weights, p.taps, p.symmetry, magnitude, p.margin))
       return false;
+    // Flagged from the far side when the distance to the next integer,
+    // 1 - part, is below the margin: part > 1 - margin, rounded down so as
+    // to flag at least those (a margin of 0, exact sums, flags none).
+    p.far_margin = p.margin > 0 ? std::nextafter((float)(1.0 - p.margin), 0.0f) : 1.0f;
   }
   return true;
 }
