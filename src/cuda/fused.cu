@@ -827,12 +827,22 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 
   const bool stage = stages_input<G, S>(a, y0, x0);  // the same for the whole block
   if (stage) {
+    // All of a thread's loads first, then its stores: one load at a time,
+    // each waited on before the next, took 23% of the uint8 tile's stall
+    // samples (ncu, H100).
     constexpr int words = G::kStagedCols / G::kPerWord;  // a staged row's
+    constexpr int total = G::kStagedRows * words, per_thread = (total + kThreads - 1) / kThreads;
     const char* first = a.in + (y0 - p0.left) * a.in_step[0] + (x0 - p1.left) * (int64_t)sizeof(S);
-    for (int i = threadIdx.x; i < G::kStagedRows * words; i += kThreads) {
-      const int row = i / words, word = i % words;
-      reinterpret_cast<uint2*>(staged)[i] =
-          __ldg(reinterpret_cast<const uint2*>(first + row * a.in_step[0]) + word);
+    uint2 loaded[per_thread];
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j) {
+      const int i = threadIdx.x + j * kThreads, row = i / words, word = i % words;
+      if (i < total) loaded[j] = __ldg(reinterpret_cast<const uint2*>(first + row * a.in_step[0]) + word);
+    }
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      if (i < total) reinterpret_cast<uint2*>(staged)[i] = loaded[j];
     }
     __syncthreads();
   }
