@@ -279,7 +279,8 @@ template <class R>
 bool float_weights(const RowPass<double>& p, FloatWeights& f) {
   if (p.taps > kMaxFloatTaps) return false;
   for (int64_t k = 0; k < p.taps; ++k) f.w[k] = (float)p.weights[k];
-  return integer_float_margin(p.weights, p.taps, p.symmetry, integer_magnitude(8, std::is_signed_v<R>), f.margin);
+  return integer_float_margin(p.weights, p.taps, p.symmetry, integer_magnitude(8, std::is_signed_v<R>), 0x1p29,
+                              f.margin);
 }
 
 // True when the `bytes` (at most 64) at p are all zero.

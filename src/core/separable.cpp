@@ -42,11 +42,12 @@ bool exact_in_float(const double* weights, int64_t taps, double bound) {
 }
 }  // namespace
 
-bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, float& margin) {
+bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, double limit,
+                          float& margin) {
   double total = 0.0;
   for (int64_t k = 0; k < taps; ++k) total += std::fabs(weights[k]);
   const double bound = magnitude * total;
-  if (!(bound < 0x1p29)) return false;  // also NaN: sums must stay within int32
+  if (!(bound < limit)) return false;  // also NaN
   const int64_t terms = symmetry != 0 ? taps / 2 + 1 : taps;
   margin = exact_in_float(weights, taps, bound) ? 0.0f : (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
   return true;

@@ -59,8 +59,10 @@ struct LinePass {
 // whose multiples up to M are all floats (integer weights such as sobel's,
 // dyadic ones such as 0.25): every product and partial sum is then exact in
 // float, as in double.
-// Returns false when the sums could leave int32 (or a weight is not finite).
-bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, float& margin);
+// Returns false when the sums could reach `limit` (or a weight is not
+// finite): 2^29 keeps them within int32; the GPU's byte trick needs 2^22.
+bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, double limit,
+                          float& margin);
 
 // The largest magnitude of an integer dtype of `bits` bits (at most 16).
 constexpr double integer_magnitude(int bits, bool is_signed) {

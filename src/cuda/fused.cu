@@ -248,7 +248,7 @@ __device__ __forceinline__ typename storage<T>::type storage_of(Acc v) {
 // T and read back, by the bits of v + 1.5 * 2^23 on both ways.
 template <DType T>
 __device__ __forceinline__ float wrapped_8bit(float v) {
-  const uint32_t byte = (uint32_t)__float_as_int(v + 12582912.0f) & 0xffu;
+  const uint32_t byte = (uint8_t)storage_of<T, float>(v);
   if constexpr (T == DType::UInt8) return __int_as_float(0x4B000000 | byte) - 8388608.0f;
   else return __int_as_float(0x4B000000 | (byte ^ 0x80u)) - 8388736.0f;  // int8: (byte ^ 0x80) - 128
 }
@@ -310,17 +310,22 @@ __device__ __forceinline__ Acc exact_result(const FusedPass& p, const Tap& x) {
   return as_acc<T, Acc>(s);
 }
 
-// float_results with the outputs near a step summed again, from the same
-// registers: each such bit costs the warp a double sum if any of its
-// threads has it.
+// The N outputs near a step (float_results' bits) summed again from the
+// registers x reads, output i handed to put(i, value): each such bit costs
+// the warp a double sum if any of its threads has it.
+template <DType T, int TAPS, class K, class Acc, int N, class Tap, class Put>
+__device__ __forceinline__ void settle_from_registers(const FusedPass& p, uint32_t near_step, const Tap& x,
+                                                      const Put& put) {
+#pragma unroll  // x(i, k) must index registers with constants
+  for (int i = 0; i < N; ++i)
+    if (near_step >> i & 1) put(i, exact_result<T, TAPS, K, Acc>(p, [&](int k) { return x(i, k); }));
+}
+
+// float_results with the outputs near a step summed again.
 template <DType T, int TAPS, class K, class Acc, int N, class Tap>
 __device__ __forceinline__ void pass_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
   const uint32_t near_step = float_results<T, TAPS, K>(p, x, result);
-  if (near_step) {
-#pragma unroll  // x(i, k) must index registers with constants
-    for (int i = 0; i < N; ++i)
-      if (near_step >> i & 1) result[i] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return x(i, k); });
-  }
+  if (near_step) settle_from_registers<T, TAPS, K, Acc, N>(p, near_step, x, [&](int i, Acc v) { result[i] = v; });
 }
 
 // What a thread touches, decoded once per block. Haloed column c (of the
@@ -745,7 +750,8 @@ struct PlaneGeometry {
   // float16 0.272 -> 0.243.
   static constexpr bool kShortRuns = sizeof(Acc) == 8 || sizeof(typename storage<T>::type) <= 2;
   static constexpr int kRows = kShortRuns ? 16 : 32;        // pass-0 results an item computes
-  static constexpr int kMinBlocks = kEightBit<T> ? (sizeof(Acc) == 4 ? 5 : 4) : sizeof(typename storage<T>::type) == 2 ? 4 : 3;
+  static constexpr int kMinBlocks =
+      kEightBit<T> ? (sizeof(Acc) == 4 ? 5 : 4) : sizeof(typename storage<T>::type) == 2 ? 4 : 3;
   static constexpr int TY = 2 * kRows;
   static constexpr int TX = (128 - (TAPS - 1)) / 4 * 4;  // a haloed row of at most 128 columns
   static constexpr int HX = TX + TAPS - 1;
@@ -787,29 +793,21 @@ __device__ __forceinline__ bool stages_input(const FusedArgs& a, int64_t y0, int
   }
 }
 
-// Pass 0's outputs near a step (float_results), summed again in double and
-// written to `column` (row r at column[r * HXP]). From the staged input
-// when the block has it (`staged`: the column's first input, rows
-// kStagedCols apart), one output a round, each thread its own: a warp pays
-// a round for the most any of its threads has, and the code is one double
-// sum instead of kRows (8-bit gaussian sigma 2: 56 bytes spilled instead of
-// 112; H100, 8192^2 uint8 0.322-0.328 -> 0.309-0.310 ms). Otherwise from
-// the registers v, a double sum for each row any thread of the warp has
-// near a step.
-template <DType T, int TAPS, class K, class G, class Acc, int N, class S>
-__device__ __forceinline__ void settle_column(const FusedPass& p, uint32_t near_step, const Acc (&v)[N],
-                                              const S* staged, Acc* column) {
-  constexpr int R = G::kRows, HXP = G::HXP;
-  if (staged) {
-    while (near_step) {
-      const int r = __ffs(near_step) - 1;
-      near_step &= near_step - 1;
-      column[r * HXP] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return staged[(r + k) * G::kStagedCols]; });
-    }
-  } else {
-#pragma unroll  // v must be indexed with constants
-    for (int r = 0; r < R; ++r)
-      if (near_step >> r & 1) column[r * HXP] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return v[r + k]; });
+// Pass 0's outputs near a step (float_results), summed again in double from
+// the staged input (`staged`: the column's first input, rows kStagedCols
+// apart) and written to `column` (row r at column[r * HXP]): one output a
+// round, each thread its own, so that a warp pays a round for the most any
+// of its threads has, and the code is one double sum instead of kRows
+// (8-bit gaussian sigma 2: 56 bytes spilled instead of 112; H100, 8192^2
+// uint8 0.322-0.328 -> 0.309-0.310 ms). Blocks without staged input settle
+// from registers (settle_from_registers).
+template <DType T, int TAPS, class K, class G, class Acc, class S>
+__device__ __forceinline__ void settle_from_staged(const FusedPass& p, uint32_t near_step, const S* staged,
+                                                   Acc* column) {
+  while (near_step) {
+    const int r = __ffs(near_step) - 1;
+    near_step &= near_step - 1;
+    column[r * G::HXP] = exact_result<T, TAPS, K, Acc>(p, [&](int k) { return staged[(r + k) * G::kStagedCols]; });
   }
 }
 
@@ -890,10 +888,16 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
         with_kind(p0, [&](auto kind) {
           using K = decltype(kind);
           Acc results[R];
-          const uint32_t near_step = float_results<T, TAPS, K>(p0, [&](int r, int k) { return v[r + k]; }, results);
+          auto tap = [&](int r, int k) { return v[r + k]; };
+          const uint32_t near_step = float_results<T, TAPS, K>(p0, tap, results);
 #pragma unroll
           for (int r = 0; r < R; ++r) column[r * HXP] = results[r];
-          if (near_step) settle_column<T, TAPS, K, G>(p0, near_step, v, stage ? staged + r0 * G::kStagedCols + c : nullptr, column);
+          if (near_step) {
+            if (stage)
+              settle_from_staged<T, TAPS, K, G>(p0, near_step, staged + r0 * G::kStagedCols + c, column);
+            else
+              settle_from_registers<T, TAPS, K, Acc, R>(p0, near_step, tap, [&](int r, Acc v) { column[r * HXP] = v; });
+          }
         });
       } else {
 #pragma unroll
@@ -916,7 +920,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
         using K = decltype(kind);
         uint32_t near_step = float_results<T, TAPS, K>(p1, [&](int i, int k) { return v[i + k]; }, results);
         const Acc* row = A + ty * HXP + tx;  // v's values: output i's tap k at row[i + k]
-        while (near_step) {  // see settle_column
+        while (near_step) {  // see settle_from_staged
           const int i = __ffs(near_step) - 1;
           near_step &= near_step - 1;
           const Acc exact = exact_result<T, TAPS, K, Acc>(p1, [&](int k) { return row[i + k]; });
@@ -1236,10 +1240,7 @@ bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, doub
     if (p.taps == 0) continue;
     if (p.kind == LineKind::Uniform || (p.mode == Mode::Constant && !cval_ok)) return false;
     if (p.kind != LineKind::Correlate) continue;
-    double total = 0.0;
-    for (int k = 0; k < p.taps; ++k) total += std::fabs(p.weights[k]);
-    if (!(magnitude * total < 0x1p22) || !integer_float_margin(p.weights, p.taps, p.symmetry, magnitude, p.margin))
-      return false;
+    if (!integer_float_margin(p.weights, p.taps, p.symmetry, magnitude, 0x1p22, p.margin)) return false;
     // Flagged from the far side when the distance to the next integer,
     // 1 - part, is below the margin: part > 1 - margin, rounded down so as
     // to flag at least those (a margin of 0, exact sums, flags none).
