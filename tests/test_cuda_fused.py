@@ -123,15 +123,17 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
     check("sobel", x, axis=int(rng.integers(0, 2)), mode=modes, cval=cval)
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 @pytest.mark.parametrize("mode", FILTER_MODES)
-def test_2d_8bit_sums_in_float(mode, dtype, rng):
-    """8-bit chains of the tile kernel sum in float within a margin of
-    scipy's double sum, and again in double where the margin holds an integer
-    step (in tiles inside the array from the staged input, at the borders
-    from registers): flat regions (sums landing on integers), edges, an
-    integer cval (a fractional one takes double sums). Bit for bit the CPU's
-    results."""
+def test_2d_small_integer_fast_sums(mode, dtype, rng):
+    """Correlations of the tile kernel over 8-bit data sum in float, over
+    16-bit data in double with fused multiply-adds, within a margin of
+    scipy's double sum, and again in scipy's order where the margin holds an
+    integer step (in tiles inside the array from the staged input, at the
+    borders from registers): flat regions (sums landing on integers), edges,
+    an integer cval (a fractional one takes plain double sums), dyadic
+    weights (no margin), weights without symmetry. 16-bit chains of box
+    filters are held in int32. Bit for bit the CPU's results."""
     info = np.iinfo(dtype)
     host = random_array(rng, (150, 300), dtype)
     host[20:90, 30:200] = 77
@@ -142,7 +144,26 @@ def test_2d_8bit_sums_in_float(mode, dtype, rng):
         check("gaussian_filter", x, sigma, mode=mode, cval=2.5)
     check("sobel", x, axis=0, mode=mode, cval=float(info.max))
     check("correlate1d", x, [0.25, 0.5, 0.25], axis=1, mode=mode, cval=4.0)  # dyadic: exact in float
+    check("correlate1d", x, [0.3, -0.7, 1.9], axis=0, mode=mode, cval=5.0)
     check("minimum_filter", x, size=9, mode=mode, cval=7.0)
+    check("uniform_filter", x, [3, 9], mode=mode, cval=6.0, exact=info.bits == 16)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_long_passes_small_integer_fast_sums(dtype, rng):
+    """The long-pass kernels (25 and 33 taps, along either axis) sum 8-bit
+    and 16-bit data as the tiles do: flat bands and extreme values, summed
+    again in scipy's order near a step; bit for bit the CPU's results."""
+    info = np.iinfo(dtype)
+    host = random_array(rng, (160, 330), dtype)
+    host[40:100, :] = 77
+    host[:, 200:260] = info.max
+    host[120:, :40] = np.where(rng.integers(0, 2, (40, 40)) == 1, info.max, info.min)
+    x = cupy.asarray(host)
+    for axis in (0, 1):
+        for sigma in (3.0, 4.0):
+            check("gaussian_filter1d", x, sigma, axis=axis, mode="constant", cval=-2.0)
+            check("gaussian_filter1d", x, sigma, axis=axis, mode="reflect", order=1)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])

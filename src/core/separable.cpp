@@ -53,6 +53,22 @@ bool integer_float_margin(const double* weights, int64_t taps, int symmetry, dou
   return true;
 }
 
+bool integer_fma_margin(const double* weights, int64_t taps, int symmetry, double magnitude, uint32_t& margin) {
+  double total = 0.0;
+  bool on_grid = true;
+  for (int64_t k = 0; k < taps; ++k) {
+    total += std::fabs(weights[k]);
+    const double scaled = std::ldexp(weights[k], 20);
+    on_grid = on_grid && scaled == std::floor(scaled);
+  }
+  const double bound = magnitude * total;
+  if (!(bound < 0x1p30)) return false;  // also NaN and infinities
+  const int64_t terms = symmetry != 0 ? taps / 2 + 1 : taps;
+  const double error = 0x1p-21 + (double)(3 * terms) * 0x1p-53 * bound;
+  margin = on_grid ? 0 : (uint32_t)std::ceil(std::ldexp(error, 32)) + 1;
+  return true;
+}
+
 namespace {
 
 // Real data. Line-buffered backends run pass 1 in -> out and the rest in place.

@@ -64,6 +64,18 @@ struct LinePass {
 bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, double limit,
                           float& margin);
 
+// ---- 16-bit integer data summed in double with fused multiply-adds (the GPU) ----
+// The same proof for a double sum whose products are fused into its adds:
+// with u = 2^-53 and n terms it is off the exact sum by at most n * u * M
+// (the pairs are exact), scipy's sum by at most 2n * u * M. The kernels
+// read the sum in fixed point with 20 fraction bits, rounded: 2^-21 more.
+// `margin`, in units of 2^-32 (the fraction's bits as they test them), is
+// all of that plus one unit; 0 when every weight is a multiple of 2^-20
+// (every product and partial sum, ours and scipy's, is then exact in double
+// and on the grid). Returns false when the sums could reach 2^30 (the
+// kernels' fixed point) or a weight is not finite.
+bool integer_fma_margin(const double* weights, int64_t taps, int symmetry, double magnitude, uint32_t& margin);
+
 // The largest magnitude of an integer dtype of `bits` bits (at most 16).
 constexpr double integer_magnitude(int bits, bool is_signed) {
   return is_signed ? (double)(1 << (bits - 1)) : (double)((1 << bits) - 1);

@@ -64,8 +64,12 @@ struct FusedPass {
   float inverse_size = 1.0f;  // 1 / size, for data summed in float (apply_kind)
   double weights[kMaxLongTaps] = {};
   float weights_f[kMaxLongTaps] = {};  // the same, for data summed in float
-  float margin = 0;                // 8-bit data summed in float: see float_results
-  float far_margin = 1.0f;         // 1 - margin, rounded down (float_results)
+  float margin = 0;                // 8-bit data summed in float: see fast_results
+  float far_margin = 1.0f;         // 1 - margin, rounded down (fast_results)
+  // 16-bit integer data summed in double with fused multiply-adds
+  // (fma_results), and its margin in 2^-32 units (integer_fma_margin)
+  bool fma_sums = false;
+  uint32_t fma_margin = 0;
   double pair_sign = 1.0;          // symmetry as a factor: +1 or -1 (KindOf<Correlate, kEitherSymmetry>)
   float pair_sign_f = 1.0f;
 };
@@ -177,7 +181,7 @@ __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
     // reciprocal (one rounding more) spares the division's instruction
     // sequence. Sums in double divide, as scipy does, for exact integers.
     if constexpr (std::is_same_v<Acc, float>) return sum * p.inverse_size;
-    else return sum / p.size;
+    else return (Acc)(sum / p.size);  // an int32 Acc: truncated, as the chain stores it
   } else {  // scipy's rule: replaced only by a strictly smaller (larger) value
     Acc v = x(0);
 #pragma unroll
@@ -209,16 +213,21 @@ __device__ __forceinline__ Acc apply_pass_as(const FusedPass& p, const Tap& x) {
 
 // The type a dtype's passes are summed in (see Arith): float only for
 // float32/float16 chains that may sum in float (FusedPlan::float_sums).
+// The tile and long-pass kernels also hold 8-bit data in float and 16-bit
+// integers in int32 (with_accumulator).
 template <DType T, bool FloatSums>
 using AccumulatorOf =
     std::conditional_t<FloatSums && (T == DType::Float32 || T == DType::Float16), float, double>;
 
 template <DType T>
 constexpr bool kEightBit = T == DType::UInt8 || T == DType::Int8;
+template <DType T>
+constexpr bool kSixteenBitInteger = T == DType::UInt16 || T == DType::Int16;
 
 template <DType T, class Acc>
 __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
-  if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) return s;
+  if constexpr (std::is_same_v<Acc, int32_t>) return s;  // 16-bit integers (FusedPlan::sixteen_bit_int32)
+  else if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) return s;
   else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) return half_bits_to_float(s);
   else if constexpr (kEightBit<T>) return (Acc)s;  // exact, without a detour through double
   else return (Acc)load_as_double<T>(reinterpret_cast<const char*>(&s));
@@ -233,7 +242,11 @@ __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
 template <DType T, class Acc>
 __device__ __forceinline__ typename storage<T>::type storage_of(Acc v) {
   using S = typename storage<T>::type;
-  if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) {
+  if constexpr (std::is_same_v<Acc, int32_t>) {
+    return (S)v;  // the low 16 bits, as through int64
+  } else if constexpr (kSixteenBitInteger<T> && std::is_same_v<Acc, double>) {
+    return (S)__double2loint(v + 0x1.8p52);  // an integer below 2^31: its two's complement, an add
+  } else if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) {
     return (S)__float_as_int(v + 12582912.0f);
   } else if constexpr (kEightBit<T>) {
     return (S)(int32_t)v;
@@ -258,6 +271,8 @@ template <DType T, class Acc>
 __device__ __forceinline__ Acc round_to(Acc v) {
   if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) {
     return v;
+  } else if constexpr (std::is_same_v<Acc, int32_t>) {
+    return as_acc<T, Acc>(storage_of<T>(v));
   } else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) {
     return half_bits_to_float(float_to_half_bits(v));
   } else {
@@ -267,6 +282,65 @@ __device__ __forceinline__ Acc round_to(Acc v) {
   }
 }
 
+// A correlation of 16-bit integers held in double (FusedPass::fma_sums):
+// the terms of scipy's order, each product fused into its add. Within
+// p.fma_margin of scipy's sum (core/separable.hpp: integer_fma_margin), and
+// two double operations a pair instead of three (the long-pass kernels;
+// H100, 8192^2 uint16 gaussian sigma 4: 1.10 -> 1.03 ms).
+template <int TAPS, class K, class Tap>
+__device__ __forceinline__ double fma_sum(const FusedPass& p, const Tap& x) {
+  static_assert(K::symmetry != kEitherSymmetry, "fused_kernel's signed pairs are not summed here");
+  const int taps = TAPS > 0 ? TAPS : p.taps;
+  if constexpr (K::symmetry != 0) {
+    const int c = taps / 2;
+    double sum = x(c) * p.weights[c];
+#pragma unroll
+    for (int k = 0; k < c; ++k) {
+      const double pair = K::symmetry > 0 ? x(k) + x(2 * c - k) : x(k) - x(2 * c - k);  // exact
+      sum = __fma_rn(pair, p.weights[k], sum);
+    }
+    return sum;
+  } else {
+    double sum = x(taps - 1) * p.weights[taps - 1];
+#pragma unroll
+    for (int k = 0; k + 1 < taps; ++k) sum = __fma_rn(x(k), p.weights[k], sum);
+    return sum;
+  }
+}
+
+// fast_results for 16-bit integers summed with fma_sum. The sum is read in
+// fixed point with 20 fraction bits from the low 52 bits of sum + 1.5 * 2^32
+// ((2^31 + sum) * 2^20, rounded; |sum| < 2^30): the integer below it and the
+// fraction from two shifts, one double add instead of a truncation, a
+// distance, comparisons and conversions in double.
+template <DType T, int TAPS, class K, int N, class Tap>
+__device__ __forceinline__ uint32_t fma_results(const FusedPass& p, const Tap& x, double (&result)[N]) {
+  static_assert(N <= 32, "one bit an output");
+  const uint32_t margin = p.fma_margin;
+  uint32_t near_step = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const double shifted = fma_sum<TAPS, K>(p, [&](int k) { return x(i, k); }) + 0x1.8p32;
+    const uint32_t lo = __double2loint(shifted), hi = __double2hiint(shifted);
+    const int32_t floor = (int32_t)(__funnelshift_r(lo, hi, 20) ^ 0x80000000u);
+    const uint32_t part = lo << 12;  // the fraction, in 2^-32 units
+    // part < margin or part > 2^32 - margin, in one compare (margin 0: never)
+    near_step |= (uint32_t)(part + margin < 2 * margin) << i;
+    const int32_t whole = floor + (int32_t)(floor < 0 && part != 0);  // truncated toward 0
+    result[i] = as_acc<T, double>(storage_of<T>(whole));
+  }
+  return near_step;
+}
+
+// Pass p of kind K at N outputs summed as the chain's accumulator sums, each
+// rounded to T as the chain stores it: result[i] from taps read through x(i, k).
+template <DType T, int TAPS, class K, class Acc, int N, class Tap>
+__device__ __forceinline__ uint32_t rounded_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) result[i] = round_to<T, Acc>(apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); }));
+  return 0;
+}
+
 // Pass p of kind K at N outputs, as the chain stores them (rounded to T):
 // result[i] from taps read through x(i, k). For 8-bit data summed in float
 // (FusedPlan::eight_bit_float), a correlation whose float sum lies within
@@ -274,14 +348,18 @@ __device__ __forceinline__ Acc round_to(Acc v) {
 // (exact_result): the result is scipy's to the bit either way
 // (core/separable.hpp, integer_float_margin: scipy's sum lies within less
 // than the margin of the float sum, so its truncation is the float sum's
-// unless an integer lies that near). Returns those outputs as bits (bit i:
-// output i), result[i] holding the float sum's value meanwhile. The test is
+// unless an integer lies that near). 16-bit integers summed with fused
+// multiply-adds likewise (fma_results), where FMA_SUMS (the long-pass
+// kernels: in plane_kernel's tiles the weights took a register move for
+// each fused multiply-add, and uint16 went 0.39 -> 0.44 ms on the H100).
+// Returns those outputs as bits (bit i:
+// output i), result[i] holding the fast sum's value meanwhile. The test is
 // made for the N outputs at once, one branch for all, instead of a branch
 // an output (ncu: a sixth of an 8-bit tile's instructions were those
 // branches; 2-D gaussian on 8192^2 uint8 0.629 -> 0.609 ms on the H100);
 // one truncation an output, the distance to the integers from it.
-template <DType T, int TAPS, class K, class Acc, int N, class Tap>
-__device__ __forceinline__ uint32_t float_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
+template <DType T, int TAPS, class K, bool FMA_SUMS = true, class Acc, int N, class Tap>
+__device__ __forceinline__ uint32_t fast_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
   if constexpr (kEightBit<T> && std::is_same_v<Acc, float> && K::kind == LineKind::Correlate) {
     static_assert(N <= 32, "one bit an output");
     uint32_t near_step = 0;
@@ -293,10 +371,13 @@ __device__ __forceinline__ uint32_t float_results(const FusedPass& p, const Tap&
       result[i] = wrapped_8bit<T>(whole);
     }
     return near_step;
+  } else if constexpr (FMA_SUMS && kSixteenBitInteger<T> && std::is_same_v<Acc, double> &&
+                       K::kind == LineKind::Correlate) {
+    return p.fma_sums ? fma_results<T, TAPS, K>(p, x, result) : rounded_results<T, TAPS, K>(p, x, result);
+  } else if constexpr (std::is_same_v<Acc, int32_t> && K::kind == LineKind::Correlate) {
+    __builtin_unreachable();  // chains with correlations are held in double (sixteen_bit_sums)
   } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) result[i] = round_to<T, Acc>(apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); }));
-    return 0;
+    return rounded_results<T, TAPS, K>(p, x, result);
   }
 }
 
@@ -310,7 +391,7 @@ __device__ __forceinline__ Acc exact_result(const FusedPass& p, const Tap& x) {
   return as_acc<T, Acc>(s);
 }
 
-// The N outputs near a step (float_results' bits) summed again from the
+// The N outputs near a step (fast_results' bits) summed again from the
 // registers x reads, output i handed to put(i, value): each such bit costs
 // the warp a double sum if any of its threads has it.
 template <DType T, int TAPS, class K, class Acc, int N, class Tap, class Put>
@@ -321,10 +402,10 @@ __device__ __forceinline__ void settle_from_registers(const FusedPass& p, uint32
     if (near_step >> i & 1) put(i, exact_result<T, TAPS, K, Acc>(p, [&](int k) { return x(i, k); }));
 }
 
-// float_results with the outputs near a step summed again.
+// fast_results with the outputs near a step summed again.
 template <DType T, int TAPS, class K, class Acc, int N, class Tap>
 __device__ __forceinline__ void pass_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
-  const uint32_t near_step = float_results<T, TAPS, K>(p, x, result);
+  const uint32_t near_step = fast_results<T, TAPS, K>(p, x, result);
   if (near_step) settle_from_registers<T, TAPS, K, Acc, N>(p, near_step, x, [&](int i, Acc v) { result[i] = v; });
 }
 
@@ -793,7 +874,7 @@ __device__ __forceinline__ bool stages_input(const FusedArgs& a, int64_t y0, int
   }
 }
 
-// Pass 0's outputs near a step (float_results), summed again in double from
+// Pass 0's outputs near a step (fast_results), summed again in double from
 // the staged input (`staged`: the column's first input, rows kStagedCols
 // apart) and written to `column` (row r at column[r * HXP]): one output a
 // round, each thread its own, so that a warp pays a round for the most any
@@ -889,7 +970,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
           using K = decltype(kind);
           Acc results[R];
           auto tap = [&](int r, int k) { return v[r + k]; };
-          const uint32_t near_step = float_results<T, TAPS, K>(p0, tap, results);
+          const uint32_t near_step = fast_results<T, TAPS, K, false>(p0, tap, results);
 #pragma unroll
           for (int r = 0; r < R; ++r) column[r * HXP] = results[r];
           if (near_step) {
@@ -918,7 +999,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
       Acc results[Q];
       if (p1.taps) {
         using K = decltype(kind);
-        uint32_t near_step = float_results<T, TAPS, K>(p1, [&](int i, int k) { return v[i + k]; }, results);
+        uint32_t near_step = fast_results<T, TAPS, K, false>(p1, [&](int i, int k) { return v[i + k]; }, results);
         const Acc* row = A + ty * HXP + tx;  // v's values: output i's tap k at row[i + k]
         while (near_step) {  // see settle_from_staged
           const int i = __ffs(near_step) - 1;
@@ -1176,6 +1257,7 @@ struct FusedPlan {
   size_t shared_bytes;
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles and long passes)
+  bool sixteen_bit_int32;  // 16-bit integer chains of uniform, minimum and maximum passes held in int32 (the same)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -1249,6 +1331,29 @@ bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, doub
   return true;
 }
 
+// How a chain over 16-bit integers sums in the 2-D tiles and long passes,
+// given a cval of at most the dtype's magnitude, an integer (the margin's
+// bound covers it): its correlations with fused multiply-adds (fma_results,
+// where integer_fma_margin takes the weights; sets their margins), and a
+// chain of other passes held in int32 (true; exact there, and half the
+// registers and shared memory of double: H100, 8192^2 uint16, uniform 3
+// 0.266 -> 0.213 ms, maximum 3 0.184 -> 0.123).
+bool sixteen_bit_sums(DType dtype, double cval, FusedArgs& a) {
+  if (dtype != DType::UInt16 && dtype != DType::Int16) return false;
+  const double magnitude = integer_magnitude(16, dtype == DType::Int16);
+  const bool cval_ok = cval == std::floor(cval) && std::fabs(cval) <= magnitude;
+  if (std::any_of(a.pass, a.pass + 3, [&](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; }) &&
+      !cval_ok)
+    return false;
+  bool correlates = false;
+  for (FusedPass& p : a.pass) {
+    if (p.taps == 0 || p.kind != LineKind::Correlate) continue;
+    correlates = true;
+    p.fma_sums = integer_fma_margin(p.weights, p.taps, p.symmetry, magnitude, p.fma_margin);
+  }
+  return !correlates;
+}
+
 // A, B and the ring, in elements of the accumulator (`item` bytes).
 size_t shared_bytes_for(const FusedArgs& a, size_t item) {
   const size_t columns = (size_t)a.halo_y * a.halo_x;
@@ -1299,6 +1404,7 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
   const bool may_cancel = std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
   plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
   plan.eight_bit_float = eight_bit_float_sums(in.dtype, passes, cval, a);
+  plan.sixteen_bit_int32 = sixteen_bit_sums(in.dtype, cval, a);
   return true;
 }
 
@@ -1468,11 +1574,13 @@ struct BlockedLauncher {
   }
 };
 
-// Calls f(Acc{}) with the type the chain is summed in: float or double.
-// 16-bit integers keep double: summed in float with a margin (0.047 for a
-// uint16 gaussian of sigma 2) about one output in ten needs the double sum
-// again, and the warps' rounds of those, with their conversions, cost more
-// than the double sums saved (H100, 8192^2 uint16: 0.414 -> 0.583 ms).
+// Calls f(Acc{}) with the type the chain is held in: float, int32 or
+// double. 16-bit correlations keep double (with fused multiply-adds where
+// they may: fma_results): summed in float with a margin (0.047 for a
+// uint16 gaussian of sigma 2) about one output in ten needed the double sum
+// again, which cost more than the double sums saved (H100, 8192^2 uint16:
+// 0.414 -> 0.583 ms); summed exactly in 64-bit fixed point, their widening
+// multiply-adds cost more than double's (0.39 -> 0.52 ms).
 template <DType T, class F>
 bool with_accumulator(const FusedPlan& plan, const F& f) {
   if constexpr (T == DType::Float32 || T == DType::Float16) {
@@ -1480,6 +1588,9 @@ bool with_accumulator(const FusedPlan& plan, const F& f) {
   }
   if constexpr (kEightBit<T>) {
     if (plan.eight_bit_float) return f(float{});
+  }
+  if constexpr (kSixteenBitInteger<T>) {
+    if (plan.sixteen_bit_int32) return f(int32_t{});
   }
   return f(double{});
 }
