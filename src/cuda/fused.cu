@@ -349,15 +349,15 @@ __device__ __forceinline__ uint32_t rounded_results(const FusedPass& p, const Ta
 // (core/separable.hpp, integer_float_margin: scipy's sum lies within less
 // than the margin of the float sum, so its truncation is the float sum's
 // unless an integer lies that near). 16-bit integers summed with fused
-// multiply-adds likewise (fma_results), where FMA_SUMS (the long-pass
-// kernels: in plane_kernel's tiles the weights took a register move for
-// each fused multiply-add, and uint16 went 0.39 -> 0.44 ms on the H100).
-// Returns those outputs as bits (bit i:
-// output i), result[i] holding the fast sum's value meanwhile. The test is
-// made for the N outputs at once, one branch for all, instead of a branch
-// an output (ncu: a sixth of an 8-bit tile's instructions were those
-// branches; 2-D gaussian on 8192^2 uint8 0.629 -> 0.609 ms on the H100);
-// one truncation an output, the distance to the integers from it.
+// multiply-adds likewise (fma_results), where FMA_SUMS: the long-pass
+// kernels; in plane_kernel's tiles ptxas moved each weight into registers
+// for every fused multiply-add, and uint16 went 0.39 -> 0.44 ms (H100).
+// Returns those outputs as bits (bit i: output i), result[i] holding the
+// fast sum's value meanwhile. The test is made for the N outputs at once,
+// one branch for all, instead of a branch an output (ncu: a sixth of an
+// 8-bit tile's instructions were those branches; 2-D gaussian on 8192^2
+// uint8 0.629 -> 0.609 ms on the H100); one truncation an output, the
+// distance to the integers from it.
 template <DType T, int TAPS, class K, bool FMA_SUMS = true, class Acc, int N, class Tap>
 __device__ __forceinline__ uint32_t fast_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
   if constexpr (kEightBit<T> && std::is_same_v<Acc, float> && K::kind == LineKind::Correlate) {
@@ -1337,7 +1337,7 @@ bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, doub
 // where integer_fma_margin takes the weights; sets their margins), and a
 // chain of other passes held in int32 (true; exact there, and half the
 // registers and shared memory of double: H100, 8192^2 uint16, uniform 3
-// 0.266 -> 0.213 ms, maximum 3 0.184 -> 0.123).
+// 0.266 -> 0.216 ms, maximum 3 0.185 -> 0.125).
 bool sixteen_bit_sums(DType dtype, double cval, FusedArgs& a) {
   if (dtype != DType::UInt16 && dtype != DType::Int16) return false;
   const double magnitude = integer_magnitude(16, dtype == DType::Int16);
