@@ -149,6 +149,24 @@ def test_2d_small_integer_fast_sums(mode, dtype, rng):
     check("uniform_filter", x, [3, 9], mode=mode, cval=6.0, exact=info.bits == 16)
 
 
+@pytest.mark.parametrize("dtype", ["uint16", "int16"])
+@pytest.mark.parametrize("mode", FILTER_MODES)
+def test_3d_16bit_box_chains_held_in_int32(mode, dtype, rng):
+    """3-D chains of uniform, minimum or maximum passes over 16-bit data are
+    held in int32 (fused_kernel; its kind fixed for size 3, switched at run
+    time for other sizes) where cval is an integer of the dtype's range,
+    with extreme values: bit for bit the CPU's results."""
+    info = np.iinfo(dtype)
+    host = random_array(rng, (37, 45, 70), dtype)
+    host[:, 10:20] = info.max
+    host[5:9] = info.min
+    x = cupy.asarray(host)
+    for size in (3, 9, [2, 5, 3]):
+        check("uniform_filter", x, size, mode=mode, cval=7.0)
+        check("maximum_filter", x, size=size, mode=mode, cval=float(info.min + 3))
+        check("minimum_filter", x, size=size, mode=mode, cval=5.0)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_long_passes_small_integer_fast_sums(dtype, rng):
     """The long-pass kernels (25 and 33 taps, along either axis) sum 8-bit

@@ -157,7 +157,9 @@ template <class Acc, int TAPS, class K, class Tap>
 __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
   using M = Arith<Acc>;
   const int taps = TAPS > 0 ? TAPS : p.taps;
-  if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
+  if constexpr (std::is_integral_v<Acc> && K::kind == LineKind::Correlate) {
+    __builtin_unreachable();  // chains with correlations are held in double (sixteen_bit_sums)
+  } else if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
     const int c = taps / 2;
     Acc sum = M::mul(x(c), M::weight(p, c));
 #pragma unroll
@@ -211,18 +213,20 @@ __device__ __forceinline__ Acc apply_pass_as(const FusedPass& p, const Tap& x) {
   else return apply_kind<Acc, TAPS, K>(p, x);
 }
 
-// The type a dtype's passes are summed in (see Arith): float only for
-// float32/float16 chains that may sum in float (FusedPlan::float_sums).
-// The tile and long-pass kernels also hold 8-bit data in float and 16-bit
-// integers in int32 (with_accumulator).
-template <DType T, bool FloatSums>
-using AccumulatorOf =
-    std::conditional_t<FloatSums && (T == DType::Float32 || T == DType::Float16), float, double>;
-
 template <DType T>
 constexpr bool kEightBit = T == DType::UInt8 || T == DType::Int8;
 template <DType T>
 constexpr bool kSixteenBitInteger = T == DType::UInt16 || T == DType::Int16;
+
+// The type a dtype's passes are summed in (see Arith): double, or where
+// NARROW float for float32/float16 chains that may sum in float
+// (FusedPlan::float_sums) and int32 for 16-bit integer chains of box
+// filters (FusedPlan::sixteen_bit_int32). The tile and long-pass kernels
+// also hold 8-bit data in float (with_accumulator).
+template <DType T, bool NARROW>
+using AccumulatorOf =
+    std::conditional_t<NARROW && (T == DType::Float32 || T == DType::Float16), float,
+                       std::conditional_t<NARROW && kSixteenBitInteger<T>, int32_t, double>>;
 
 template <DType T, class Acc>
 __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
@@ -374,8 +378,6 @@ __device__ __forceinline__ uint32_t fast_results(const FusedPass& p, const Tap& 
   } else if constexpr (FMA_SUMS && kSixteenBitInteger<T> && std::is_same_v<Acc, double> &&
                        K::kind == LineKind::Correlate) {
     return p.fma_sums ? fma_results<T, TAPS, K>(p, x, result) : rounded_results<T, TAPS, K>(p, x, result);
-  } else if constexpr (std::is_same_v<Acc, int32_t> && K::kind == LineKind::Correlate) {
-    __builtin_unreachable();  // chains with correlations are held in double (sixteen_bit_sums)
   } else {
     return rounded_results<T, TAPS, K>(p, x, result);
   }
@@ -477,10 +479,10 @@ __device__ bool fetch_plane(const FusedArgs& a, int64_t first, int p, const int3
 // of its instructions. Without the switch the kernel fits 64 registers (no
 // spills): four blocks an SM instead of three (H100 512^3 float32: uniform
 // 3 0.64 -> 0.59 ms, sobel 0.81 -> 0.73).
-template <DType T, int TAPS, bool FloatSums, class K = void>
+template <DType T, int TAPS, bool NARROW, class K = void>
 __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
-  using Acc = AccumulatorOf<T, FloatSums>;
+  using Acc = AccumulatorOf<T, NARROW>;
   const FusedPass &p0 = a.pass[0], &p1 = a.pass[1], &p2 = a.pass[2];
   const int HX = a.halo_x, TY = a.tile_y, columns = a.halo_y * HX;
   const int ring_len = max(p0.taps, 1);
@@ -559,7 +561,8 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
       if (m.b_index[i] < 0) continue;
       const Acc* row = B + m.b_index[i];
       const Acc v = p2.taps ? apply_pass_as<Acc, TAPS, K>(p2, [&](int k) { return row[k]; }) : row[0];
-      store_elem<T>(plane + m.out_offset[i], v, true);
+      if constexpr (std::is_integral_v<Acc>) *reinterpret_cast<S*>(plane + m.out_offset[i]) = storage_of<T>(v);
+      else store_elem<T>(plane + m.out_offset[i], v, true);
     }
     // No barrier here: A is next written after every thread has read it
     // (the barrier above), B after the next step's first barrier.
@@ -1257,7 +1260,7 @@ struct FusedPlan {
   size_t shared_bytes;
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles and long passes)
-  bool sixteen_bit_int32;  // 16-bit integer chains of uniform, minimum and maximum passes held in int32 (the same)
+  bool sixteen_bit_int32;  // 16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -1331,9 +1334,9 @@ bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, doub
   return true;
 }
 
-// How a chain over 16-bit integers sums in the 2-D tiles and long passes,
-// given a cval of at most the dtype's magnitude, an integer (the margin's
-// bound covers it): its correlations with fused multiply-adds (fma_results,
+// How a chain over 16-bit integers sums, given a cval of at most the
+// dtype's magnitude, an integer (the margin's bound covers it): its
+// correlations in the long passes with fused multiply-adds (fma_results,
 // where integer_fma_margin takes the weights; sets their margins), and a
 // chain of other passes held in int32 (true; exact there, and half the
 // registers and shared memory of double: H100, 8192^2 uint16, uniform 3
@@ -1412,7 +1415,7 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
                 double cval, FusedPlan& plan) {
   if (!describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
   FusedArgs& a = plan.args;
-  const size_t item = plan.float_sums ? sizeof(float) : sizeof(double);
+  const size_t item = plan.float_sums || plan.sixteen_bit_int32 ? 4 : sizeof(double);  // see launch_fused
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the
   // GPU. 64 planes where that still leaves eight blocks an SM: H100, 512^3
@@ -1481,12 +1484,15 @@ bool signed_pairs(const FusedArgs& a) {
   });
 }
 
+// Chains held narrow (AccumulatorOf): float32/float16 summed in float,
+// 16-bit integer box chains in int32 (H100, 512^3 uint16: uniform 3 ..);
+// size-3 box filters of float32 and 16-bit volumes with their kind fixed.
 template <DType T, int TAPS>
 void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
-  if constexpr (narrow_float) {
-    if (plan.float_sums) {
-      if constexpr (T == DType::Float32 && TAPS == 3) {  // size-3 box filters of float32 volumes
+  if constexpr (narrow_float || kSixteenBitInteger<T>) {
+    if (narrow_float ? plan.float_sums : plan.sixteen_bit_int32) {
+      if constexpr ((T == DType::Float32 || kSixteenBitInteger<T>) && TAPS == 3) {
         switch (shared_box_kind(plan.args)) {
           case LineKind::Uniform: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Uniform>>, plan, stream);
           case LineKind::Minimum: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Minimum>>, plan, stream);
