@@ -158,7 +158,7 @@ __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
   using M = Arith<Acc>;
   const int taps = TAPS > 0 ? TAPS : p.taps;
   if constexpr (std::is_integral_v<Acc> && K::kind == LineKind::Correlate) {
-    __builtin_unreachable();  // chains with correlations are held in double (sixteen_bit_sums)
+    __builtin_unreachable();  // chains with correlations are not held in int32 (small_integer_sums)
   } else if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
     const int c = taps / 2;
     Acc sum = M::mul(x(c), M::weight(p, c));
@@ -182,8 +182,16 @@ __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
     // Sums in float are within tolerance, not exact: a multiply by the
     // reciprocal (one rounding more) spares the division's instruction
     // sequence. Sums in double divide, as scipy does, for exact integers.
+    // Sums in int32 (8-bit and 16-bit data) divide as integers where TAPS
+    // is known, truncating (a multiply and shifts): the integer scipy's
+    // quotient truncates to, as a quotient that is not an integer lies
+    // 1/size or more from one, far beyond its rounding (H100, uint16 uniform
+    // 3: 8192^2 0.220 -> 0.146 ms, 256^3 0.142 -> 0.102; a run-time divisor
+    // divided as integers was slower than in double: uniform 5 0.349 ->
+    // 0.366).
     if constexpr (std::is_same_v<Acc, float>) return sum * p.inverse_size;
-    else return (Acc)(sum / p.size);  // an int32 Acc: truncated, as the chain stores it
+    else if constexpr (std::is_integral_v<Acc> && TAPS > 0) return sum / TAPS;
+    else return (Acc)(sum / p.size);  // an int32 sum: truncated, as the chain stores it
   } else {  // scipy's rule: replaced only by a strictly smaller (larger) value
     Acc v = x(0);
 #pragma unroll
@@ -217,20 +225,22 @@ template <DType T>
 constexpr bool kEightBit = T == DType::UInt8 || T == DType::Int8;
 template <DType T>
 constexpr bool kSixteenBitInteger = T == DType::UInt16 || T == DType::Int16;
+template <DType T>
+constexpr bool kSmallInteger = kEightBit<T> || kSixteenBitInteger<T>;
 
 // The type a dtype's passes are summed in (see Arith): double, or where
 // NARROW float for float32/float16 chains that may sum in float
 // (FusedPlan::float_sums) and int32 for 16-bit integer chains of box
-// filters (FusedPlan::sixteen_bit_int32). The tile and long-pass kernels
+// filters and 8-bit ones (FusedPlan::int32_box_chain). The tile and long-pass kernels
 // also hold 8-bit data in float (with_accumulator).
 template <DType T, bool NARROW>
 using AccumulatorOf =
     std::conditional_t<NARROW && (T == DType::Float32 || T == DType::Float16), float,
-                       std::conditional_t<NARROW && kSixteenBitInteger<T>, int32_t, double>>;
+                       std::conditional_t<NARROW && kSmallInteger<T>, int32_t, double>>;
 
 template <DType T, class Acc>
 __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
-  if constexpr (std::is_same_v<Acc, int32_t>) return s;  // 16-bit integers (FusedPlan::sixteen_bit_int32)
+  if constexpr (std::is_same_v<Acc, int32_t>) return s;  // 8-bit and 16-bit integers (FusedPlan::int32_box_chain)
   else if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) return s;
   else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) return half_bits_to_float(s);
   else if constexpr (kEightBit<T>) return (Acc)s;  // exact, without a detour through double
@@ -247,7 +257,7 @@ template <DType T, class Acc>
 __device__ __forceinline__ typename storage<T>::type storage_of(Acc v) {
   using S = typename storage<T>::type;
   if constexpr (std::is_same_v<Acc, int32_t>) {
-    return (S)v;  // the low 16 bits, as through int64
+    return (S)v;  // the low 8 or 16 bits, as through int64
   } else if constexpr (kSixteenBitInteger<T> && std::is_same_v<Acc, double>) {
     return (S)__double2loint(v + 0x1.8p52);  // an integer below 2^31: its two's complement, an add
   } else if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) {
@@ -1260,7 +1270,7 @@ struct FusedPlan {
   size_t shared_bytes;
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles and long passes)
-  bool sixteen_bit_int32;  // 16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
+  bool int32_box_chain;  // 8/16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -1334,16 +1344,17 @@ bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, doub
   return true;
 }
 
-// How a chain over 16-bit integers sums, given a cval of at most the
-// dtype's magnitude, an integer (the margin's bound covers it): its
+// How a chain over 8-bit or 16-bit integers sums, given a cval of at most
+// the dtype's magnitude, an integer (the margin's bound covers it): 16-bit
 // correlations in the long passes with fused multiply-adds (fma_results,
 // where integer_fma_margin takes the weights; sets their margins), and a
 // chain of other passes held in int32 (true; exact there, and half the
 // registers and shared memory of double: H100, 8192^2 uint16, uniform 3
 // 0.266 -> 0.216 ms, maximum 3 0.185 -> 0.125).
-bool sixteen_bit_sums(DType dtype, double cval, FusedArgs& a) {
-  if (dtype != DType::UInt16 && dtype != DType::Int16) return false;
-  const double magnitude = integer_magnitude(16, dtype == DType::Int16);
+bool small_integer_sums(DType dtype, double cval, FusedArgs& a) {
+  const bool eight = dtype == DType::UInt8 || dtype == DType::Int8;
+  if (!eight && dtype != DType::UInt16 && dtype != DType::Int16) return false;
+  const double magnitude = integer_magnitude(eight ? 8 : 16, dtype == DType::Int8 || dtype == DType::Int16);
   const bool cval_ok = cval == std::floor(cval) && std::fabs(cval) <= magnitude;
   if (std::any_of(a.pass, a.pass + 3, [&](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; }) &&
       !cval_ok)
@@ -1352,7 +1363,7 @@ bool sixteen_bit_sums(DType dtype, double cval, FusedArgs& a) {
   for (FusedPass& p : a.pass) {
     if (p.taps == 0 || p.kind != LineKind::Correlate) continue;
     correlates = true;
-    p.fma_sums = integer_fma_margin(p.weights, p.taps, p.symmetry, magnitude, p.fma_margin);
+    p.fma_sums = !eight && integer_fma_margin(p.weights, p.taps, p.symmetry, magnitude, p.fma_margin);
   }
   return !correlates;
 }
@@ -1407,7 +1418,7 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
   const bool may_cancel = std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
   plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
   plan.eight_bit_float = eight_bit_float_sums(in.dtype, passes, cval, a);
-  plan.sixteen_bit_int32 = sixteen_bit_sums(in.dtype, cval, a);
+  plan.int32_box_chain = small_integer_sums(in.dtype, cval, a);
   return true;
 }
 
@@ -1415,7 +1426,7 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
                 double cval, FusedPlan& plan) {
   if (!describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
   FusedArgs& a = plan.args;
-  const size_t item = plan.float_sums || plan.sixteen_bit_int32 ? 4 : sizeof(double);  // see launch_fused
+  const size_t item = plan.float_sums || plan.int32_box_chain ? 4 : sizeof(double);  // see launch_fused
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the
   // GPU. 64 planes where that still leaves eight blocks an SM: H100, 512^3
@@ -1485,14 +1496,14 @@ bool signed_pairs(const FusedArgs& a) {
 }
 
 // Chains held narrow (AccumulatorOf): float32/float16 summed in float,
-// 16-bit integer box chains in int32 (H100, 512^3 uint16: uniform 3 ..);
-// size-3 box filters of float32 and 16-bit volumes with their kind fixed.
+// 8-bit and 16-bit integer box chains in int32; size-3 box filters of
+// float32 and integer volumes with their kind fixed.
 template <DType T, int TAPS>
 void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
-  if constexpr (narrow_float || kSixteenBitInteger<T>) {
-    if (narrow_float ? plan.float_sums : plan.sixteen_bit_int32) {
-      if constexpr ((T == DType::Float32 || kSixteenBitInteger<T>) && TAPS == 3) {
+  if constexpr (narrow_float || kSmallInteger<T>) {
+    if (narrow_float ? plan.float_sums : plan.int32_box_chain) {
+      if constexpr ((T == DType::Float32 || kSmallInteger<T>) && TAPS == 3) {
         switch (shared_box_kind(plan.args)) {
           case LineKind::Uniform: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Uniform>>, plan, stream);
           case LineKind::Minimum: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Minimum>>, plan, stream);
@@ -1593,10 +1604,10 @@ bool with_accumulator(const FusedPlan& plan, const F& f) {
     if (plan.float_sums) return f(float{});
   }
   if constexpr (kEightBit<T>) {
-    if (plan.eight_bit_float) return f(float{});
+    if (plan.eight_bit_float) return f(float{});  // correlations, minima and maxima
   }
-  if constexpr (kSixteenBitInteger<T>) {
-    if (plan.sixteen_bit_int32) return f(int32_t{});
+  if constexpr (kSmallInteger<T>) {
+    if (plan.int32_box_chain) return f(int32_t{});  // uniform chains of 8-bit data
   }
   return f(double{});
 }
