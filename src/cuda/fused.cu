@@ -230,8 +230,8 @@ constexpr bool kSmallInteger = kEightBit<T> || kSixteenBitInteger<T>;
 
 // The type a dtype's passes are summed in (see Arith): double, or where
 // NARROW float for float32/float16 chains that may sum in float
-// (FusedPlan::float_sums) and int32 for 16-bit integer chains of box
-// filters and 8-bit ones (FusedPlan::int32_box_chain). The tile and long-pass kernels
+// (FusedPlan::float_sums) and int32 for 8-bit and 16-bit integer chains of
+// box filters (FusedPlan::int32_box_chain). The tile and long-pass kernels
 // also hold 8-bit data in float (with_accumulator).
 template <DType T, bool NARROW>
 using AccumulatorOf =
