@@ -126,15 +126,14 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 @pytest.mark.parametrize("mode", FILTER_MODES)
 def test_2d_small_integer_fast_sums(mode, dtype, rng):
-    """Correlations of the tile kernel over 8-bit data sum in float, over
-    16-bit data in double with fused multiply-adds, within a margin of
-    scipy's double sum, and again in scipy's order where the margin holds an
-    integer step (in tiles inside the array from the staged input, at the
-    borders from registers): flat regions (sums landing on integers), edges,
-    an integer cval (a fractional one takes plain double sums), dyadic
-    weights (no margin), weights without symmetry. Chains of box filters
-    are held in int32 (8-bit ones of minima and maxima in float). Bit for
-    bit the CPU's results."""
+    """Correlations of the tile kernel over 8-bit data sum in float within
+    a margin of scipy's double sum, and again in double where the margin
+    holds an integer step (in tiles inside the array from the staged input,
+    at the borders from registers); over 16-bit data in double, as scipy.
+    Flat regions (sums landing on integers), edges, an integer cval (a
+    fractional one takes double sums), dyadic weights (no margin), weights
+    without symmetry. Chains of box filters are held in int32 (8-bit ones of
+    minima and maxima in float). Bit for bit the CPU's results."""
     info = np.iinfo(dtype)
     host = random_array(rng, (150, 300), dtype)
     host[20:90, 30:200] = 77
