@@ -27,45 +27,48 @@ bool LinePass::may_cancel() const {
 }
 
 namespace {
+// True when every weight is a multiple of 2^-s.
+bool multiples_of(const double* weights, int64_t taps, int s) {
+  for (int64_t k = 0; k < taps; ++k) {
+    const double scaled = std::ldexp(weights[k], s);
+    if (scaled != std::floor(scaled)) return false;
+  }
+  return true;
+}
+
 // True when every weight is a multiple of one power of two 2^-s whose
 // multiples up to `bound` are all floats (see integer_float_margin).
 bool exact_in_float(const double* weights, int64_t taps, double bound) {
-  for (int s = 0; s <= 24 && bound * std::ldexp(1.0, s) < 0x1p24; ++s) {
-    bool multiples = true;
-    for (int64_t k = 0; k < taps && multiples; ++k) {
-      const double scaled = std::ldexp(weights[k], s);
-      multiples = scaled == std::floor(scaled);
-    }
-    if (multiples) return true;
-  }
+  for (int s = 0; s <= 24 && bound * std::ldexp(1.0, s) < 0x1p24; ++s)
+    if (multiples_of(weights, taps, s)) return true;
   return false;
 }
+
+// M of the margins: no term, and no partial sum in any order, is larger.
+double largest_sum(const double* weights, int64_t taps, double magnitude) {
+  double total = 0.0;
+  for (int64_t k = 0; k < taps; ++k) total += std::fabs(weights[k]);
+  return magnitude * total;
+}
+
+// The terms a sum in scipy's order adds: pairs and the centre, or every tap.
+int64_t summed_terms(int64_t taps, int symmetry) { return symmetry != 0 ? taps / 2 + 1 : taps; }
 }  // namespace
 
 bool integer_float_margin(const double* weights, int64_t taps, int symmetry, double magnitude, double limit,
                           float& margin) {
-  double total = 0.0;
-  for (int64_t k = 0; k < taps; ++k) total += std::fabs(weights[k]);
-  const double bound = magnitude * total;
+  const double bound = largest_sum(weights, taps, magnitude);
   if (!(bound < limit)) return false;  // also NaN
-  const int64_t terms = symmetry != 0 ? taps / 2 + 1 : taps;
-  margin = exact_in_float(weights, taps, bound) ? 0.0f : (float)((double)(terms + 3) * 0x1p-24 * bound + 0x1p-100);
+  const double error = (double)(summed_terms(taps, symmetry) + 3) * 0x1p-24 * bound + 0x1p-100;
+  margin = exact_in_float(weights, taps, bound) ? 0.0f : (float)error;
   return true;
 }
 
 bool integer_fma_margin(const double* weights, int64_t taps, int symmetry, double magnitude, uint32_t& margin) {
-  double total = 0.0;
-  bool on_grid = true;
-  for (int64_t k = 0; k < taps; ++k) {
-    total += std::fabs(weights[k]);
-    const double scaled = std::ldexp(weights[k], 20);
-    on_grid = on_grid && scaled == std::floor(scaled);
-  }
-  const double bound = magnitude * total;
+  const double bound = largest_sum(weights, taps, magnitude);
   if (!(bound < 0x1p30)) return false;  // also NaN and infinities
-  const int64_t terms = symmetry != 0 ? taps / 2 + 1 : taps;
-  const double error = 0x1p-21 + (double)(3 * terms) * 0x1p-53 * bound;
-  margin = on_grid ? 0 : (uint32_t)std::ceil(std::ldexp(error, 32)) + 1;
+  const double error = 0x1p-21 + (double)(3 * summed_terms(taps, symmetry)) * 0x1p-53 * bound;
+  margin = multiples_of(weights, taps, 20) ? 0 : (uint32_t)std::ceil(std::ldexp(error, 32)) + 1;
   return true;
 }
 

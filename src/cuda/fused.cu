@@ -1329,28 +1329,6 @@ bool fusable(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePa
   return true;
 }
 
-// True when a chain over 8-bit data may be summed in float (pass_results):
-// correlations with a margin whose sums stay below 2^22 (storage_of),
-// minima and maxima (exact in float), and a cval of at most the dtype's
-// magnitude, an integer (the margin's bound covers it). Sets each
-// correlation's margins.
-bool eight_bit_float_sums(DType dtype, const std::vector<LinePass>& passes, double cval, FusedArgs& a) {
-  if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
-  const double magnitude = integer_magnitude(8, dtype == DType::Int8);
-  const bool cval_ok = cval == std::floor(cval) && std::fabs(cval) <= magnitude;
-  for (FusedPass& p : a.pass) {
-    if (p.taps == 0) continue;
-    if (p.kind == LineKind::Uniform || (p.mode == Mode::Constant && !cval_ok)) return false;
-    if (p.kind != LineKind::Correlate) continue;
-    if (!integer_float_margin(p.weights, p.taps, p.symmetry, magnitude, 0x1p22, p.margin)) return false;
-    // Flagged from the far side when the distance to the next integer,
-    // 1 - part, is below the margin: part > 1 - margin, rounded down so as
-    // to flag at least those (a margin of 0, exact sums, flags none).
-    p.far_margin = p.margin > 0 ? std::nextafter((float)(1.0 - p.margin), 0.0f) : 1.0f;
-  }
-  return true;
-}
-
 // The largest magnitude of an 8-bit or 16-bit integer dtype; 0 for others.
 double small_integer_magnitude(DType t) {
   switch (t) {
@@ -1362,31 +1340,53 @@ double small_integer_magnitude(DType t) {
   }
 }
 
-// True for 8-bit and 16-bit integer data whose chain `a` may hold its
-// values in int32: a cval, where a pass extends with it, that is an integer
-// of at most the dtype's magnitude (the margins' bounds cover it too).
-bool holds_in_int32(DType dtype, double cval, const FusedArgs& a) {
+// True for 8-bit and 16-bit integer data whose chain `a` reads integers of
+// at most the dtype's magnitude only: a cval, where a pass extends with it,
+// that is such an integer. What int32 holds exactly, and what the margins
+// of float and fused sums are bounded by.
+bool small_integer_values(DType dtype, double cval, const FusedArgs& a) {
   const double magnitude = small_integer_magnitude(dtype);
   const bool extends_with_cval =
       std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; });
   return magnitude > 0 && (!extends_with_cval || (cval == std::floor(cval) && std::fabs(cval) <= magnitude));
 }
 
-// How a chain over 8-bit or 16-bit integers (holds_in_int32) sums: 16-bit
-// correlations in the long passes with fused multiply-adds (fma_results,
-// where integer_fma_margin takes the weights; sets their margins), and a
-// chain of other passes held in int32 (true; exact there, and half the
-// registers and shared memory of double: H100, 8192^2 uint16, uniform 3
-// 0.266 -> 0.216 ms, maximum 3 0.185 -> 0.125).
+// True when a chain over 8-bit data may be summed in float (pass_results):
+// small_integer_values, correlations with a margin whose sums stay below
+// 2^22 (storage_of), minima and maxima (exact in float). Sets each
+// correlation's margins.
+bool eight_bit_float_sums(DType dtype, double cval, FusedArgs& a) {
+  if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
+  if (!small_integer_values(dtype, cval, a)) return false;
+  for (FusedPass& p : a.pass) {
+    if (p.taps == 0) continue;
+    if (p.kind == LineKind::Uniform) return false;
+    if (p.kind != LineKind::Correlate) continue;
+    if (!integer_float_margin(p.weights, p.taps, p.symmetry, small_integer_magnitude(dtype), 0x1p22, p.margin))
+      return false;
+    // Flagged from the far side when the distance to the next integer,
+    // 1 - part, is below the margin: part > 1 - margin, rounded down so as
+    // to flag at least those (a margin of 0, exact sums, flags none).
+    p.far_margin = p.margin > 0 ? std::nextafter((float)(1.0 - p.margin), 0.0f) : 1.0f;
+  }
+  return true;
+}
+
+// How a chain over 8-bit or 16-bit integers (small_integer_values) sums:
+// 16-bit correlations in the long passes with fused multiply-adds
+// (fma_results, where integer_fma_margin takes the weights; sets their
+// margins), and a chain of other passes held in int32 (true; exact there,
+// and half the registers and shared memory of double: H100, 8192^2 uint16,
+// uniform 3 0.266 -> 0.216 ms, maximum 3 0.185 -> 0.125).
 bool small_integer_sums(DType dtype, double cval, FusedArgs& a) {
-  if (!holds_in_int32(dtype, cval, a)) return false;
+  if (!small_integer_values(dtype, cval, a)) return false;
   const bool sixteen = dtype == DType::UInt16 || dtype == DType::Int16;
+  const double magnitude = small_integer_magnitude(dtype);
   bool correlates = false;
   for (FusedPass& p : a.pass) {
     if (p.taps == 0 || p.kind != LineKind::Correlate) continue;
     correlates = true;
-    p.fma_sums = sixteen && integer_fma_margin(p.weights, p.taps, p.symmetry, small_integer_magnitude(dtype),
-                                               p.fma_margin);
+    p.fma_sums = sixteen && integer_fma_margin(p.weights, p.taps, p.symmetry, magnitude, p.fma_margin);
   }
   return !correlates;
 }
@@ -1440,7 +1440,7 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
 
   const bool may_cancel = std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
   plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
-  plan.eight_bit_float = eight_bit_float_sums(in.dtype, passes, cval, a);
+  plan.eight_bit_float = eight_bit_float_sums(in.dtype, cval, a);
   plan.int32_box_chain = small_integer_sums(in.dtype, cval, a);
   return true;
 }
@@ -1449,7 +1449,7 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
                 double cval, FusedPlan& plan) {
   if (!describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
   FusedArgs& a = plan.args;
-  const size_t item = plan.float_sums || plan.int32_box_chain ? 4 : sizeof(double);  // see launch_fused
+  const size_t item = plan.float_sums || plan.int32_box_chain ? sizeof(float) : sizeof(double);  // see launch_fused
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the
   // GPU. 64 planes where that still leaves eight blocks an SM: H100, 512^3
@@ -1630,7 +1630,7 @@ bool with_accumulator(const FusedPlan& plan, const F& f) {
     if (plan.eight_bit_float) return f(float{});  // correlations, minima and maxima
   }
   if constexpr (kSmallInteger<T>) {
-    if (plan.int32_box_chain) return f(int32_t{});  // uniform chains of 8-bit data
+    if (plan.int32_box_chain) return f(int32_t{});  // box chains (8-bit: those with uniform passes)
   }
   return f(double{});
 }
@@ -1752,8 +1752,9 @@ bool CudaBackend::fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const
   if (!plan_fused(in, out, passes, cval, plan)) return false;
   // 8-bit and 16-bit data in int32: H100, 256^3, uint8 0.116 -> 0.088 ms,
   // uint16 0.118 -> 0.089 (float32 0.108).
-  const bool narrow = holds_in_int32(in.dtype, cval, plan.args);
-  plan.shared_bytes = 3 * (size_t)plan.args.halo_y * plan.args.halo_x * (narrow ? 4 : sizeof(double));  // the ring
+  const bool narrow = small_integer_values(in.dtype, cval, plan.args);
+  // the ring of three planes
+  plan.shared_bytes = 3 * (size_t)plan.args.halo_y * plan.args.halo_x * (narrow ? sizeof(int32_t) : sizeof(double));
   return dispatch_real_dtype<LaplaceLauncher>(in.dtype, plan, narrow, as_stream(stream_));
 }
 
