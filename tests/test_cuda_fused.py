@@ -168,6 +168,44 @@ def test_3d_small_integer_box_chains_held_in_int32(mode, dtype, rng):
         check("minimum_filter", x, size=size, mode=mode, cval=5.0)
 
 
+@pytest.mark.parametrize("mode", FILTER_MODES)
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_3d_small_integer_correlations_held_in_int32(mode, dtype, rng):
+    """3-D correlation chains over 8-bit and 16-bit data are held in int32
+    and summed in double (fused_kernel: gaussians with their symmetric pairs
+    fixed, for 9 and 17 taps and taps known at run time; sobel and prewitt
+    with signed pairs; asymmetric weights with the kind switched), where cval
+    is an integer of the dtype's range, and in double otherwise: extreme
+    values and a flat band, bit for bit the CPU's results."""
+    info = np.iinfo(dtype)
+    host = random_array(rng, (37, 45, 70), dtype)
+    host[:, 10:20] = info.max
+    host[5:9] = info.min
+    host[20:30, 25:] = 77
+    x = cupy.asarray(host)
+    for sigma in (1.0, 2.0, 0.7, [1.5, 1.0, 0.6]):
+        check("gaussian_filter", x, sigma, mode=mode, cval=float(info.min + 1))
+    check("gaussian_filter", x, 1.0, mode=mode, cval=2.5)  # cval not an integer: held in double
+    for axis in range(3):
+        check("sobel", x, axis=axis, mode=mode, cval=3.0)
+        check("prewitt", x, axis=axis, mode=mode)
+    check("correlate1d", x, [0.25, -1.5, 0.125, 2.0], axis=1, mode=mode, cval=4.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8", "uint16", "int16"])
+def test_3d_box_chains_of_any_size(dtype, rng):
+    """Box chains whose size is known only at run time (not 3, 9, 17) keep
+    their kind fixed in fused_kernel: every mode, sizes differing by axis."""
+    info = np.iinfo(dtype) if dtype != "float32" else None
+    x = cupy.asarray(random_array(rng, (33, 40, 75), dtype))
+    cval = float(info.min + 2) if info else -0.5
+    for mode in FILTER_MODES:
+        for size in (5, 7, [5, 7, 11]):
+            check("uniform_filter", x, size, mode=mode, cval=cval)
+            check("maximum_filter", x, size=size, mode=mode, cval=cval)
+            check("minimum_filter", x, size=size, mode=mode, cval=cval)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_long_passes_small_integer_fast_sums(dtype, rng):
     """The long-pass kernels (25 and 33 taps, along either axis) sum 8-bit

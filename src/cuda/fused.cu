@@ -72,6 +72,7 @@ struct FusedPass {
   uint32_t fma_margin = 0;
   double pair_sign = 1.0;          // symmetry as a factor: +1 or -1 (KindOf<Correlate, kEitherSymmetry>)
   float pair_sign_f = 1.0f;
+  int32_t pair_sign_i = 1;
 };
 
 struct FusedArgs {
@@ -153,27 +154,53 @@ __device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
 // One pass of kind K at one output, tap k read through x(k), in scipy's tap
 // order (LinePass::symmetry). TAPS > 0 is the pass's tap count known at
 // compile time: the loops unroll, taps and weights become fixed operands.
+// An int32 as a double, exactly: the low word of 2^52 + 2^31 + v, less
+// that offset. One double add, where a conversion takes the XU pipe (16
+// results a clock an SM on the H100 against the FP64 pipe's 64).
+__device__ __forceinline__ double exact_double(int32_t v) {
+  return __hiloint2double(0x43300000, v ^ (int32_t)0x80000000) - 0x1.00000800p52;
+}
+
+// A tap held as Held (what the ring and A and B keep), in Acc.
+template <class Acc, class Held>
+__device__ __forceinline__ Acc as_sum(Held v) {
+  if constexpr (std::is_integral_v<Held> && std::is_same_v<Acc, double>) return exact_double(v);
+  else return (Acc)v;
+}
+
+// Taps a and b paired as a symmetric pass of kind K pairs them (sum,
+// difference, or either by p's sign), in Acc. Integers held in int32 (8-bit
+// and 16-bit data) are paired in int32 before their one conversion: exact,
+// as the double operation on them is.
+template <class Acc, class K, class Held>
+__device__ __forceinline__ Acc tap_pair(const FusedPass& p, Held a, Held b) {
+  using M = Arith<Acc>;
+  if constexpr (std::is_integral_v<Held> && !std::is_integral_v<Acc>) {
+    const int32_t pair = K::symmetry == kEitherSymmetry ? a + p.pair_sign_i * b : K::symmetry > 0 ? a + b : a - b;
+    return as_sum<Acc>(pair);
+  } else {
+    return K::symmetry == kEitherSymmetry ? M::add_signed(a, M::pair_sign(p), b)
+           : K::symmetry > 0             ? M::add(a, b)
+                                         : M::sub(a, b);
+  }
+}
+
 template <class Acc, int TAPS, class K, class Tap>
 __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
   using M = Arith<Acc>;
   const int taps = TAPS > 0 ? TAPS : p.taps;
   if constexpr (std::is_integral_v<Acc> && K::kind == LineKind::Correlate) {
-    __builtin_unreachable();  // chains with correlations are not held in int32 (small_integer_sums)
+    __builtin_unreachable();  // chains with correlations are not summed in int32 (small_integer_sums)
   } else if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
     const int c = taps / 2;
-    Acc sum = M::mul(x(c), M::weight(p, c));
+    Acc sum = M::mul(as_sum<Acc>(x(c)), M::weight(p, c));
 #pragma unroll
-    for (int k = 0; k < c; ++k) {
-      const Acc pair = K::symmetry == kEitherSymmetry ? M::add_signed(x(k), M::pair_sign(p), x(2 * c - k))
-                       : K::symmetry > 0               ? M::add(x(k), x(2 * c - k))
-                                                       : M::sub(x(k), x(2 * c - k));
-      sum = M::add(sum, M::mul(pair, M::weight(p, k)));
-    }
+    for (int k = 0; k < c; ++k) sum = M::add(sum, M::mul(tap_pair<Acc, K>(p, x(k), x(2 * c - k)), M::weight(p, k)));
     return sum;
   } else if constexpr (K::kind == LineKind::Correlate) {
-    Acc sum = M::mul(x(taps - 1), M::weight(p, taps - 1));
+    Acc sum = M::mul(as_sum<Acc>(x(taps - 1)), M::weight(p, taps - 1));
 #pragma unroll
-    for (int k = 0; k + 1 < taps; ++k) sum = M::add(sum, M::mul(x(k), M::weight(p, k)));
+    for (int k = 0; k + 1 < taps; ++k) sum = M::add(sum, M::mul(as_sum<Acc>(x(k)), M::weight(p, k)));
     return sum;
   } else if constexpr (K::kind == LineKind::Uniform) {
     Acc sum = 0;
@@ -293,6 +320,26 @@ __device__ __forceinline__ Acc round_to(Acc v) {
     typename storage<T>::type s;
     store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
     return as_acc<T, Acc>(s);
+  }
+}
+
+// What fused_kernel holds a chain's values in between passes (its ring, A
+// and B), where they are summed in Acc: Acc itself, or int32 for 8-bit and
+// 16-bit integer chains summed in double (INTEGER_HELD: FusedPlan::
+// integer_held), whose values are integers of the dtype: half the shared
+// memory and its traffic of double.
+template <DType T, bool NARROW, bool INTEGER_HELD>
+using HeldOf = std::conditional_t<INTEGER_HELD, int32_t, AccumulatorOf<T, NARROW>>;
+
+// v, a pass's sum in Acc, as the chain stores it (rounded to T), held as Held.
+template <DType T, class Held, class Acc>
+__device__ __forceinline__ Held held_result(Acc v) {
+  if constexpr (std::is_same_v<Held, Acc>) {
+    return round_to<T, Acc>(v);
+  } else {
+    typename storage<T>::type s;
+    store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
+    return as_acc<T, Held>(s);
   }
 }
 
@@ -489,24 +536,26 @@ __device__ bool fetch_plane(const FusedArgs& a, int64_t first, int p, const int3
 // of its instructions. Without the switch the kernel fits 64 registers (no
 // spills): four blocks an SM instead of three (H100 512^3 float32: uniform
 // 3 0.64 -> 0.59 ms, sobel 0.81 -> 0.73).
-template <DType T, int TAPS, bool NARROW, class K = void>
+// INTEGER_HELD: values held in int32, summed in double (HeldOf).
+template <DType T, int TAPS, bool NARROW, class K = void, bool INTEGER_HELD = false>
 __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
   using Acc = AccumulatorOf<T, NARROW>;
+  using Held = HeldOf<T, NARROW, INTEGER_HELD>;
   const FusedPass &p0 = a.pass[0], &p1 = a.pass[1], &p2 = a.pass[2];
   const int HX = a.halo_x, TY = a.tile_y, columns = a.halo_y * HX;
   const int ring_len = max(p0.taps, 1);
-  const Acc cval = (Acc)a.cval;
+  const Held cval = (Held)a.cval;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  Acc* A = reinterpret_cast<Acc*>(shared_bytes);  // [halo_y][HX]: pass 0, rounded
-  Acc* B = A + columns;                            // [TY][HX]: pass 1, rounded
-  Acc* ring = B + TY * HX;                         // [ring_len][columns]: input planes
+  Held* A = reinterpret_cast<Held*>(shared_bytes);  // [halo_y][HX]: pass 0, rounded
+  Held* B = A + columns;                             // [TY][HX]: pass 1, rounded
+  Held* ring = B + TY * HX;                          // [ring_len][columns]: input planes
 
   const int64_t y0 = (int64_t)blockIdx.y * TY, x0 = (int64_t)blockIdx.x * a.tile_x;
   const int64_t first = (int64_t)blockIdx.z * a.planes_per_block;
   const int steps = (int)min((int64_t)a.planes_per_block, a.n[0] - first);
   const ThreadMap m = map_thread(a, y0, x0);
-  Acc* const my_ring = ring + threadIdx.x;  // column j of slot s: my_ring[s * columns + j * kThreads]
+  Held* const my_ring = ring + threadIdx.x;  // column j of slot s: my_ring[s * columns + j * kThreads]
 
   S next[kMaxColumns];
   // An all-cval plane (pass 0's constant mode) is stored as cval.
@@ -514,7 +563,7 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
 #pragma unroll
     for (int j = 0; j < kMaxColumns; ++j) {
       if (threadIdx.x + j * kThreads >= columns) break;
-      my_ring[slot * columns + j * kThreads] = loaded ? as_acc<T, Acc>(next[j]) : cval;
+      my_ring[slot * columns + j * kThreads] = loaded ? as_acc<T, Held>(next[j]) : cval;
     }
   };
   for (int p = 0; p + 1 < ring_len; ++p) put(p, fetch_plane<T>(a, first, p, m.in_offset, columns, next));
@@ -545,7 +594,7 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
           return my_ring[slot * columns + j * kThreads];
         }
       };
-      const Acc v = p0.taps ? round_to<T, Acc>(apply_pass_as<Acc, TAPS, K>(p0, tap)) : tap(0);
+      const Held v = p0.taps ? held_result<T, Held>(apply_pass_as<Acc, TAPS, K>(p0, tap)) : tap(0);
       A[threadIdx.x + j * kThreads] = (m.cval_rows >> j & 1u) ? cval : v;
     }
     __syncthreads();
@@ -555,10 +604,10 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
     for (int i = 0; i < kMaxBEntries; ++i) {
       const int e = threadIdx.x + i * kThreads;
       if (e >= TY * HX) break;
-      const Acc* column = A + e;  // A[(ty + k) * HX + cx] = column[k * HX]
-      Acc v;
+      const Held* column = A + e;  // A[(ty + k) * HX + cx] = column[k * HX]
+      Held v;
       if (m.cval_b >> i & 1u) v = cval;
-      else if (p1.taps) v = round_to<T, Acc>(apply_pass_as<Acc, TAPS, K>(p1, [&](int k) { return column[k * HX]; }));
+      else if (p1.taps) v = held_result<T, Held>(apply_pass_as<Acc, TAPS, K>(p1, [&](int k) { return column[k * HX]; }));
       else v = column[0];
       B[e] = v;
     }
@@ -569,8 +618,8 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
 #pragma unroll
     for (int i = 0; i < kMaxOutputs; ++i) {
       if (m.b_index[i] < 0) continue;
-      const Acc* row = B + m.b_index[i];
-      const Acc v = p2.taps ? apply_pass_as<Acc, TAPS, K>(p2, [&](int k) { return row[k]; }) : row[0];
+      const Held* row = B + m.b_index[i];
+      const Acc v = p2.taps ? apply_pass_as<Acc, TAPS, K>(p2, [&](int k) { return row[k]; }) : as_sum<Acc>(row[0]);
       if constexpr (std::is_integral_v<Acc>) *reinterpret_cast<S*>(plane + m.out_offset[i]) = storage_of<T>(v);
       else store_elem<T>(plane + m.out_offset[i], v, true);
     }
@@ -1278,6 +1327,7 @@ struct FusedPlan {
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles and long passes)
   bool int32_box_chain;  // 8/16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
+  bool integer_held;     // other 8/16-bit integer chains of small_integer_values: held in int32 by fused_kernel
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -1286,6 +1336,7 @@ FusedPass fused_pass(const LinePass& pass) {
   p.left = (int)pass.left();
   p.symmetry = pass.symmetry();
   p.pair_sign = p.pair_sign_f = p.symmetry < 0 ? -1.0f : 1.0f;
+  p.pair_sign_i = p.symmetry < 0 ? -1 : 1;
   p.kind = pass.kind;
   p.mode = pass.mode;
   p.size = (double)pass.size;
@@ -1442,6 +1493,7 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
   plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
   plan.eight_bit_float = eight_bit_float_sums(in.dtype, cval, a);
   plan.int32_box_chain = small_integer_sums(in.dtype, cval, a);
+  plan.integer_held = !plan.int32_box_chain && small_integer_values(in.dtype, cval, a);
   return true;
 }
 
@@ -1449,7 +1501,8 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
                 double cval, FusedPlan& plan) {
   if (!describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
   FusedArgs& a = plan.args;
-  const size_t item = plan.float_sums || plan.int32_box_chain ? sizeof(float) : sizeof(double);  // see launch_fused
+  const bool narrow = plan.float_sums || plan.int32_box_chain || plan.integer_held;  // see launch_fused
+  const size_t item = narrow ? sizeof(float) : sizeof(double);
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the
   // GPU. 64 planes where that still leaves eight blocks an SM: H100, 512^3
@@ -1518,23 +1571,43 @@ bool signed_pairs(const FusedArgs& a) {
   });
 }
 
+// True when every pass is a symmetric correlation (gaussian filters).
+bool symmetric_pairs(const FusedArgs& a) {
+  return std::all_of(a.pass, a.pass + 3, [](const FusedPass& p) {
+    return p.taps == 0 || (p.kind == LineKind::Correlate && p.symmetry > 0);
+  });
+}
+
 // Chains held narrow (AccumulatorOf): float32/float16 summed in float,
-// 8-bit and 16-bit integer box chains in int32; size-3 box filters of
-// float32 and integer volumes with their kind fixed.
+// 8-bit and 16-bit integer box chains in int32; other 8-bit and 16-bit
+// integer chains held in int32 and summed in double (HeldOf). Box filters of
+// float32 and integer volumes (size 3 or any size: no kind switched on at
+// each output), their gaussians and derivatives with their kind fixed.
 template <DType T, int TAPS>
 void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
   if constexpr (narrow_float || kSmallInteger<T>) {
     if (narrow_float ? plan.float_sums : plan.int32_box_chain) {
-      if constexpr ((T == DType::Float32 || kSmallInteger<T>) && TAPS == 3) {
+      if constexpr ((T == DType::Float32 || kSmallInteger<T>) && (TAPS == 3 || TAPS == 0)) {
         switch (shared_box_kind(plan.args)) {
-          case LineKind::Uniform: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Uniform>>, plan, stream);
-          case LineKind::Minimum: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Minimum>>, plan, stream);
-          case LineKind::Maximum: return launch(fused_kernel<T, 3, true, KindOf<LineKind::Maximum>>, plan, stream);
+          case LineKind::Uniform: return launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Uniform>>, plan, stream);
+          case LineKind::Minimum: return launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Minimum>>, plan, stream);
+          case LineKind::Maximum: return launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Maximum>>, plan, stream);
           default: break;
         }
       }
       return launch(fused_kernel<T, TAPS, true>, plan, stream);
+    }
+  }
+  if constexpr (kSmallInteger<T>) {
+    if (plan.integer_held) {
+      using Symmetric = KindOf<LineKind::Correlate, 1>;
+      using Signed = KindOf<LineKind::Correlate, kEitherSymmetry>;
+      if (symmetric_pairs(plan.args)) return launch(fused_kernel<T, TAPS, false, Symmetric, true>, plan, stream);
+      if constexpr (TAPS == 3) {
+        if (signed_pairs(plan.args)) return launch(fused_kernel<T, 3, false, Signed, true>, plan, stream);
+      }
+      return launch(fused_kernel<T, TAPS, false, void, true>, plan, stream);
     }
   }
   if constexpr (T == DType::Float32 && TAPS == 3) {  // derivatives of float32 volumes, summed in double
