@@ -610,11 +610,21 @@ struct ColumnShape {
 template <class IO, class Shape>
 constexpr int kColumnMinBlocks = sizeof(typename IO::V) == 4 && Shape::KM * Shape::KP * Shape::KX <= 27 ? 4 : 1;
 
+// Whether the column merges of 3-D boxes split their exchanges between the
+// ALU and FMA pipes (ColumnMedian's SPLIT_COLUMN), for 32-bit keys. ncu, H100,
+// 3x3x3 float32: the ALU pipe was 77.5% busy with 110 of the kernel's 189
+// instructions an output (84 of them min/max), the FMA pipe mostly idle.
+// H100, 256^3, split / not: float32 0.1618 / 0.1674 ms, uint8 0.1453 /
+// 0.1539, uint16 0.1533 / 0.1594. Splitting the run sorts too, or every
+// stage's exchanges, gained less (float32 0.162-0.165): issue slots then bound.
+template <class IO, class Shape>
+constexpr bool kSplitColumn = sizeof(typename IO::V) == 4 && Shape::KP > 1;
+
 template <class IO, class Shape>
 __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_column_median_kernel(const __grid_constant__ BoxArgs a) {
   using V = typename IO::V;
   constexpr int KM = Shape::KM, KP = Shape::KP, KX = Shape::KX, row_cols = Shape::row_cols;
-  using Median = ColumnMedian<KM, KP, KX>;
+  using Median = ColumnMedian<KM, KP, KX, kSplitColumn<IO, Shape>>;
   constexpr int rows = Median::rows, half = row_cols / 2;
   using Column = SortedColumn<V, rows>;
   __shared__ V plane[Shape::plane];

@@ -3,6 +3,7 @@
 // (tests/host/box_select_check.cu) checks it against a sort.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "core/hostdevice.hpp"
@@ -10,13 +11,38 @@
 
 namespace gpufilt::cuda {
 
+#ifdef __CUDACC__
+// 1 and -1 where the compiler cannot see them: a product with them stays an
+// integer multiply-add (the FMA pipe's) instead of becoming an add (the ALU's).
+__constant__ uint32_t kUnit = 1, kMinusUnit = ~0u;
+#endif
+
+// The larger of 32-bit keys a and b given the smaller, lo: a + b - lo,
+// exact modulo 2^32. On the GPU by two integer multiply-adds, which run on
+// the FMA pipe beside the ALU's min/max.
+template <class V>
+GF_HD V max_by_sum(V a, V b, V lo) {
+  static_assert(sizeof(V) == 4, "32-bit keys");
+#ifdef __CUDA_ARCH__
+  return (V)((uint32_t)lo * kMinusUnit + ((uint32_t)a * kUnit + (uint32_t)b));
+#else
+  return (V)((uint32_t)a + (uint32_t)b - (uint32_t)lo);
+#endif
+}
+
 // Runs an ExchangeList, every exchange its own instantiation: the values
-// stay in registers.
-template <const ExchangeList& List>
+// stay in registers. SPLIT_PIPES: exchanges of 32-bit keys that keep both
+// values take the max by max_by_sum.
+template <const ExchangeList& List, bool SPLIT_PIPES = false>
 struct Exchanges {
   template <int Lo, int Hi, bool KeepMin, bool KeepMax, class V, int Cap>
   static GF_HD void exchange_kept(V (&v)[Cap]) {
     const V a = v[Lo], b = v[Hi];
+    if constexpr (SPLIT_PIPES && KeepMin && KeepMax && sizeof(V) == 4) {
+      v[Lo] = a < b ? a : b;
+      v[Hi] = max_by_sum(a, b, v[Lo]);
+      return;
+    }
     if constexpr (KeepMin) v[Lo] = a < b ? a : b;
     if constexpr (KeepMax) v[Hi] = a < b ? b : a;
   }
@@ -43,7 +69,8 @@ GF_HD void pick(V (&dst)[N], const V (&src)[M]) {
 
 // The selection of a KM x KP x KX box median, by stages, on values held in
 // registers (host and device: tests/host/box_select_check.cu checks it on the host).
-template <int KM_, int KP_, int KX_>
+// SPLIT_COLUMN: the column merges' full exchanges by two pipes (Exchanges).
+template <int KM_, int KP_, int KX_, bool SPLIT_COLUMN = false>
 struct ColumnMedian {
   static constexpr int KM = KM_, KP = KP_, KX = KX_, rows = KM * KP;
   using Plan = BoxRankPlan<rows, KX, rows * KX / 2>;
@@ -70,7 +97,7 @@ struct ColumnMedian {
     V v[rows];
 #pragma unroll
     for (int i = 0; i < rows; ++i) v[i] = in[i];
-    Exchanges<column_net>::run(v);
+    Exchanges<column_net, SPLIT_COLUMN>::run(v);
     pick<column_out, rows>(column, v);
   }
   // The medians of outputs 2p and 2p+1, from the sorted columns 2p ..

@@ -27,9 +27,9 @@ void draw(std::mt19937_64& rng, int kind, V* v, int n) {
 }
 
 // Windows of KX + 1 columns: outputs 0 and 1 of a pair, as the kernel runs it.
-template <int KM, int KP, int KX, class V>
+template <int KM, int KP, int KX, class V, bool SPLIT_COLUMN = false>
 long check(long windows, std::mt19937_64& rng) {
-  using M = ColumnMedian<KM, KP, KX>;
+  using M = ColumnMedian<KM, KP, KX, SPLIT_COLUMN>;
   constexpr int rows = M::rows, taps = rows * KX;
   long failures = 0;
   V in[KX + 1][rows], col[KX + 1][rows];
@@ -78,5 +78,7 @@ int main(int argc, char** argv) {
   failures += check<7, 1, 7, uint32_t>(n, rng);
   failures += check<7, 1, 7, uint64_t>(n / 4, rng);
   failures += check<3, 3, 3, int32_t>(n, rng);  // KeyKind::Int: signed keys
+  failures += check<3, 3, 3, uint32_t, true>(n, rng);  // column merges by max_by_sum (the CUDA kernel's 3-D boxes)
+  failures += check<3, 3, 3, int32_t, true>(n, rng);
   return failures != 0;
 }
