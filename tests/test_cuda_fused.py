@@ -192,15 +192,17 @@ def test_3d_small_integer_correlations_held_in_int32(mode, dtype, rng):
     check("correlate1d", x, [0.25, -1.5, 0.125, 2.0], axis=1, mode=mode, cval=4.0)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "uint8", "uint16", "int16"])
-def test_3d_box_chains_of_any_size(dtype, rng):
-    """Box chains whose size is known only at run time (not 3, 9, 17) keep
-    their kind fixed in fused_kernel: every mode, sizes differing by axis."""
-    info = np.iinfo(dtype) if dtype != "float32" else None
-    x = cupy.asarray(random_array(rng, (33, 40, 75), dtype))
+@pytest.mark.parametrize("shape", [(33, 40, 75), (300, 270)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "uint8", "int8", "uint16", "int16"])
+def test_box_chains_of_any_size(shape, dtype, rng):
+    """Box chains of sizes 5 and 7 (compiled: fused_kernel with the kind
+    fixed, the 2-D tiles) and of mixed sizes (known at run time): every
+    mode, the 2-D tiles' interior and border blocks."""
+    info = np.iinfo(dtype) if dtype[0] in "ui" else None
+    x = cupy.asarray(random_array(rng, shape, dtype))
     cval = float(info.min + 2) if info else -0.5
     for mode in FILTER_MODES:
-        for size in (5, 7, [5, 7, 11]):
+        for size in (5, 7, [7, 5, 11][: len(shape)]):
             check("uniform_filter", x, size, mode=mode, cval=cval)
             check("maximum_filter", x, size=size, mode=mode, cval=cval)
             check("minimum_filter", x, size=size, mode=mode, cval=cval)
