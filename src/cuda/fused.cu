@@ -151,9 +151,6 @@ __device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
   }
 }
 
-// One pass of kind K at one output, tap k read through x(k), in scipy's tap
-// order (LinePass::symmetry). TAPS > 0 is the pass's tap count known at
-// compile time: the loops unroll, taps and weights become fixed operands.
 // An int32 as a double, exactly: the low word of 2^52 + 2^31 + v, less
 // that offset. One double add, where a conversion takes the XU pipe (16
 // results a clock an SM on the H100 against the FP64 pipe's 64).
@@ -185,6 +182,9 @@ __device__ __forceinline__ Acc tap_pair(const FusedPass& p, Held a, Held b) {
   }
 }
 
+// One pass of kind K at one output, tap k read through x(k), in scipy's tap
+// order (LinePass::symmetry). TAPS > 0 is the pass's tap count known at
+// compile time: the loops unroll, taps and weights become fixed operands.
 template <class Acc, int TAPS, class K, class Tap>
 __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
   using M = Arith<Acc>;
@@ -693,7 +693,8 @@ __device__ __forceinline__ void store_results(char* p, const Acc (&results)[Q], 
 // map_thread). Measured on the H100 (512^3 float32): gaussian sigma 1 2.08 ->
 // 1.70 ms, uniform 9 2.28 -> 1.81 ms; 3-tap chains (uniform 3, sobel,
 // maximum 3) were slower this way (1.0 -> 1.1 to 1.3 ms) and stay with
-// fused_kernel, as do chains summed in double (not measured this way).
+// fused_kernel, as do chains of float32 and float16 summed in double (not
+// measured this way).
 template <int TAPS, class Held>
 struct BlockedGeometry {
   static constexpr int TX = 64, TY = 8;  // output columns and rows of a tile
@@ -1354,9 +1355,9 @@ struct FusedPlan {
   dim3 grid;
   size_t shared_bytes;
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
-  bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles and long passes)
+  bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles, long passes, blocked_kernel)
   bool int32_box_chain;  // 8/16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
-  bool integer_held;     // other 8/16-bit integer chains of small_integer_values: held in int32 by fused_kernel
+  bool integer_held;     // other 8/16-bit integer chains of small_integer_values: held in int32, summed in double
 };
 
 FusedPass fused_pass(const LinePass& pass) {
