@@ -14,7 +14,7 @@ FLOAT_TOLERANCE = 1e-4   # max |a - b| relative to the reference's data range
 INTEGER_TOLERANCE = 1    # integer outputs may differ by one unit (rounding)
 
 
-def compare(result, reference, int_tolerance=INTEGER_TOLERANCE):
+def compare(result, reference, int_tolerance=INTEGER_TOLERANCE, float_tolerance=FLOAT_TOLERANCE):
     """(ok, text): how far result is from reference, by the tolerances above."""
     a = result.astype("float64")
     b = reference.astype("float64")
@@ -23,16 +23,16 @@ def compare(result, reference, int_tolerance=INTEGER_TOLERANCE):
         return max_diff <= int_tolerance, f"max|d|={max_diff:g}"
     data_range = float(b.max() - b.min()) or 1.0
     rel = max_diff / data_range
-    return rel <= FLOAT_TOLERANCE, f"rel={rel:.1e}"
+    return rel <= float_tolerance, f"rel={rel:.1e}"
 
 
-def check_text(result, reference, int_tolerance=INTEGER_TOLERANCE):
+def check_text(result, reference, int_tolerance=INTEGER_TOLERANCE, float_tolerance=FLOAT_TOLERANCE):
     """'ok ...' or 'FAIL ...' for the table; never raises."""
     try:
         if result.shape != reference.shape or result.dtype != reference.dtype:
             return (f"FAIL shape/dtype {result.shape} {result.dtype} "
                     f"vs {reference.shape} {reference.dtype}")
-        ok, detail = compare(result, reference, int_tolerance)
+        ok, detail = compare(result, reference, int_tolerance, float_tolerance)
     except Exception as err:  # noqa: BLE001 - a check must not stop the run
         return f"FAIL check raised {type(err).__name__}: {err}"
     return ("ok " if ok else "FAIL ") + detail

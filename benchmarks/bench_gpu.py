@@ -9,7 +9,15 @@ What it measures, per case (the issue's list of filters and sizes):
   * the memory floor, (input bytes + output bytes) / device copy bandwidth,
     and the fraction of it gpufilt reaches (floor / gpufilt time; 1 = as fast
     as a plain copy);
-  * the per-call overhead of uniform_filter on a 16-element array.
+  * the per-call overhead of uniform_filter on a 16-element array;
+  * the speed class (issue 4: every dtype keeps float32's): gpufilt alone on
+    a few 2-D and 3-D filters in float32, float16, uint8, uint16 and int16,
+    each dtype's time and its ratio to float32's. Each result is first
+    checked against scipy itself (cupyx's integer uniform filters are up to
+    two units off scipy's): a block from the middle of gpufilt's result
+    against scipy on that block of the input plus a halo wider than the
+    filters reach (float16 computed in float32 and rounded, within the test
+    suite's float16 tolerance, 4e-3 of the data range).
 
 How: gpufilt's result is first checked against cupyx's (max |diff| relative
 to the data range, 1e-4 for floats, 1 unit for integers; FAIL is printed and
@@ -22,7 +30,7 @@ thousands of back-to-back calls plus a final synchronize, divided by the
 count. A library error in a case is shown in the table; the run goes on.
 
 Usage: python benchmarks/bench_gpu.py [--quick] [--cases SUBSTRING[,SUBSTRING...]]
-                                      [--json PATH] [--png PATH]
+                                      [--no-dtypes] [--json PATH] [--png PATH]
 """
 from __future__ import annotations
 
@@ -37,6 +45,8 @@ import _bench
 
 PEER_BUDGET_S = 0.75       # target seconds of timing per library and case
 COPY_BYTES = 1 << 30       # array size for the bandwidth measurement
+CLASS_DTYPES = ("float32", "float16", "uint8", "uint16", "int16")  # the speed-class table's columns
+FLOAT16_TOLERANCE = 4e-3   # relative to the data range: the test suite's float16 tolerance (tests/_helpers.py)
 
 
 @dataclass
@@ -99,6 +109,20 @@ def build_cases(quick):
     ]
 
 
+def speed_class_cases(quick):
+    """(name, shape, call(nd, x)) of the filters the speed-class table times in every dtype."""
+    vol = (128,) * 3 if quick else (256,) * 3
+    img = (4096,) * 2 if quick else (8192,) * 2
+    return [
+        ("gaussian_filter sigma=1", vol, lambda nd, x: nd.gaussian_filter(x, 1)),
+        ("sobel axis=0", vol, lambda nd, x: nd.sobel(x, axis=0)),
+        ("uniform_filter size=5", vol, lambda nd, x: nd.uniform_filter(x, 5)),
+        ("maximum_filter size=3", vol, lambda nd, x: nd.maximum_filter(x, 3)),
+        ("median_filter size=3", vol, lambda nd, x: nd.median_filter(x, 3)),
+        ("gaussian_filter sigma=2", img, lambda nd, x: nd.gaussian_filter(x, 2)),
+    ]
+
+
 # ------------------------------------------------------------------ libraries and device
 
 def load_libraries():
@@ -143,10 +167,13 @@ def device_info():
 
 
 def random_array(shape, dtype):
-    """Uniform random data on the device: [0, 1) floats, or 0..255 for uint8."""
+    """Uniform random data on the device: [0, 1) floats, integers over the dtype's whole range."""
     import cupy
     x = cupy.random.random(shape, dtype=cupy.float32)
-    return (x * 256).astype(cupy.uint8) if dtype == "uint8" else x.astype(dtype, copy=False)
+    if np.dtype(dtype).kind not in "ui":
+        return x.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    return (x * (float(info.max) - info.min + 1) + info.min).astype(dtype)
 
 
 def free_device_memory():
@@ -245,6 +272,47 @@ def run_case(case, libs, bandwidth, budget_s):
     return record
 
 
+def check_against_scipy(call, x, out, block=48, halo=16):
+    """check_text of a block of `out` (gpufilt's result for the device array
+    x) from the middle against scipy's on that block of x plus `halo` more
+    a side: a filter reaching less than the halo gives the block the same
+    values either way, whatever the boundary mode."""
+    import cupy
+    import scipy.ndimage
+    inner = tuple(slice(n // 2 - block // 2, n // 2 + block // 2) for n in x.shape)
+    outer = tuple(slice(s.start - halo, s.stop + halo) for s in inner)
+    host = cupy.asnumpy(x[outer])
+    half = host.dtype == np.float16  # scipy refuses float16: float32, rounded
+    expected = call(scipy.ndimage, host.astype(np.float32) if half else host)
+    expected = expected[(slice(halo, -halo),) * x.ndim]
+    if half:
+        expected = expected.astype(np.float16)
+    tolerance = FLOAT16_TOLERANCE if half else _bench.FLOAT_TOLERANCE
+    return _bench.check_text(cupy.asnumpy(out[inner]), expected, float_tolerance=tolerance)
+
+
+def run_speed_class(name, shape, call, gpufilt, budget_s):
+    """gpufilt's median ms of one filter in every CLASS_DTYPES dtype, each
+    result checked against scipy's first; its record."""
+    record = {"case": f"{name} {'x'.join(map(str, shape))}", "times": {}, "checks": {}}
+    for dtype in CLASS_DTYPES:
+        x = random_array(shape, dtype)
+        out, err = _bench.attempt(call, gpufilt, x)
+        if err:
+            record["checks"][dtype] = f"ERROR {err}"
+        else:
+            record["checks"][dtype], check_err = _bench.attempt(check_against_scipy, call, x, out)
+            if check_err:
+                record["checks"][dtype] = f"unchecked (scipy: {check_err})"
+            record["times"][dtype], _ = _bench.attempt(_bench.median_ms, lambda: event_ms(lambda: call(gpufilt, x)),
+                                                       budget_s)
+        del x, out
+        free_device_memory()
+    base = record["times"].get("float32")
+    record["ratio"] = {dtype: _bench.ratio(t, base) for dtype, t in record["times"].items()}
+    return record
+
+
 # ------------------------------------------------------------------ report
 
 def table_row(record, peers):
@@ -273,6 +341,20 @@ def print_report(records, peers):
         _bench.print_table(header[:len(peers) * 2 + 2] + ["check"], call_rows)
 
 
+def print_speed_class(records):
+    """gpufilt's ms per dtype and the ratio to float32's (1 = float32's speed)."""
+    print("\nspeed class: gpufilt ms per call (time / float32's time)")
+    rows = []
+    for r in records:
+        cells = [r["case"]]
+        for dtype in CLASS_DTYPES:
+            t, x = r["times"].get(dtype), r["ratio"].get(dtype)
+            cells.append(f"{_bench.fmt(t)} ({_bench.fmt(x, 2)})" if t is not None else "ERR")
+        rows.append(cells + ["; ".join(f"{d} {c}" for d, c in r["checks"].items() if not c.startswith("ok"))
+                             or "ok"])
+    _bench.print_table(["case"] + list(CLASS_DTYPES) + ["check"], rows)
+
+
 def save_png(path, records):
     """Horizontal bars of gpufilt's speed-up over cupyx (log scale)."""
     try:
@@ -299,6 +381,7 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="smaller arrays (256^3, 128^3, 4096^2) for a fast check")
     parser.add_argument("--cases", default="", help="run only cases whose name contains one of these comma-separated strings")
+    parser.add_argument("--no-dtypes", action="store_true", help="skip the speed-class table")
     parser.add_argument("--json", help="write the results to this JSON file")
     parser.add_argument("--png", help="write a bar chart of speed-ups over cupyx")
     return parser.parse_args(argv)
@@ -318,13 +401,22 @@ def main(argv=None):
     for case in cases:
         print(f"... {case.name}", flush=True)
         records.append(run_case(case, libs, bandwidth, PEER_BUDGET_S))
+    class_records = []
+    if not args.no_dtypes:
+        for name, shape, call in speed_class_cases(args.quick):
+            if any(w in name.lower() for w in wanted):
+                print(f"... speed class: {name}", flush=True)
+                class_records.append(run_speed_class(name, shape, call, libs["gpufilt"], PEER_BUDGET_S / 2))
     print_report(records, peers)
+    if class_records:
+        print_speed_class(class_records)
     if args.json:
         _bench.write_json(args.json, {"info": info, "copy_bandwidth_Bps": bandwidth,
-                                      "quick": args.quick, "results": records})
+                                      "quick": args.quick, "results": records, "speed_class": class_records})
     if args.png:
         save_png(args.png, records)
     failed = [r["case"] for r in records if not r["check"].startswith("ok")]
+    failed += [f"{r['case']} {d}" for r in class_records for d, c in r["checks"].items() if not c.startswith("ok")]
     if failed:
         print(f"\nFAIL/ERROR in {len(failed)} case(s): {', '.join(failed)}")
 
