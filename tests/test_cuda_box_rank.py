@@ -143,7 +143,7 @@ def test_output_dtype_and_view_output_are_written(rng):
 
 @pytest.mark.parametrize("view", ["offset", "reversed", "strided"])
 @pytest.mark.parametrize("size", [(3, 3, 3), (5, 5, 5), (3, 3)])
-@pytest.mark.parametrize("dtype", ["uint8", "uint16", "float16", "float32"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "float16", "float32"])
 def test_output_views_of_the_input_dtype_are_written(dtype, size, view, rng):
     # These dtypes store an output pair in one store where the output's
     # layout allows it: an offset of one element (pairs misaligned), a

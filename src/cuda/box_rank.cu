@@ -152,7 +152,8 @@ __device__ __forceinline__ uint16_t half_of_key(int32_t k) {
 
 template <DType T>
 struct SameIO {
-  static_assert(T == DType::Float32 || T == DType::Float16 || T == DType::UInt8 || T == DType::UInt16,
+  static_assert(T == DType::Float32 || T == DType::Float16 || T == DType::UInt8 || T == DType::UInt16 ||
+                    T == DType::Int8 || T == DType::Int16,
                 "the dtypes below");
   using Key = Keys<T == DType::Float32 ? KeyKind::Float : KeyKind::Int>;
   using V = typename Key::type;
@@ -856,6 +857,8 @@ void launch_median_kind(KeyKind kind, const BoxArgs& a, int64_t blocks, cudaStre
   if (SameIO<DType::Float16>::applies(a)) return launch_median<SameIO<DType::Float16>, Shape>(a, blocks, stream);
   if (SameIO<DType::UInt8>::applies(a)) return launch_median<SameIO<DType::UInt8>, Shape>(a, blocks, stream);
   if (SameIO<DType::UInt16>::applies(a)) return launch_median<SameIO<DType::UInt16>, Shape>(a, blocks, stream);
+  if (SameIO<DType::Int16>::applies(a)) return launch_median<SameIO<DType::Int16>, Shape>(a, blocks, stream);
+  if (SameIO<DType::Int8>::applies(a)) return launch_median<SameIO<DType::Int8>, Shape>(a, blocks, stream);
   switch (kind) {
     case KeyKind::Int: return launch_median<AnyIO<KeyKind::Int>, Shape>(a, blocks, stream);
     case KeyKind::UInt: return launch_median<AnyIO<KeyKind::UInt>, Shape>(a, blocks, stream);

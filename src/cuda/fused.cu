@@ -1615,13 +1615,14 @@ bool symmetric_pairs(const FusedArgs& a) {
 }
 
 // Box chains (every pass uniform, or every pass a minimum or a maximum) of
-// float32 and 8-bit and 16-bit integers held narrow, TAPS taps a pass (0:
-// known at run time), by fused_kernel with their kind fixed: no kind
-// switched on at each output; false for other chains.
+// float32, float16 and 8-bit and 16-bit integers held narrow, TAPS taps a
+// pass (0: known at run time), by fused_kernel with their kind fixed: no
+// kind switched on at each output; false for other chains.
 template <DType T, int TAPS>
 bool launch_box_chain(const FusedPlan& plan, cudaStream_t stream) {
-  if constexpr (T == DType::Float32 || kSmallInteger<T>) {
-    if (!(T == DType::Float32 ? plan.float_sums : plan.int32_box_chain)) return false;
+  constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
+  if constexpr (narrow_float || kSmallInteger<T>) {
+    if (!(narrow_float ? plan.float_sums : plan.int32_box_chain)) return false;
     switch (shared_box_kind(plan.args)) {
       case LineKind::Uniform: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Uniform>>, plan, stream); return true;
       case LineKind::Minimum: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Minimum>>, plan, stream); return true;
@@ -1657,7 +1658,7 @@ void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
       return launch(fused_kernel<T, TAPS, false, void, true>, plan, stream);
     }
   }
-  if constexpr (T == DType::Float32 && TAPS == 3) {  // derivatives of float32 volumes, summed in double
+  if constexpr ((T == DType::Float32 || T == DType::Float16) && TAPS == 3) {  // derivatives, summed in double
     if (signed_pairs(plan.args))
       return launch(fused_kernel<T, 3, false, KindOf<LineKind::Correlate, kEitherSymmetry>>, plan, stream);
   }
