@@ -153,10 +153,10 @@ def test_2d_small_integer_fast_sums(mode, dtype, rng):
 @pytest.mark.parametrize("mode", FILTER_MODES)
 def test_3d_small_integer_box_chains_held_in_int32(mode, dtype, rng):
     """3-D chains of uniform, minimum or maximum passes over 8-bit and 16-bit
-    data are held in int32 (fused_kernel; its kind fixed for size 3,
-    switched at run time for other sizes, uniform sizes divided as integers
-    where fixed, in double otherwise) where cval is an integer of the
-    dtype's range, with extreme values: bit for bit the CPU's results."""
+    data are held in int32 (fused_kernel with the kind fixed, size 9 in
+    blocked_kernel; uniform sizes divided as integers where compiled, in
+    double where known at run time) where cval is an integer of the dtype's
+    range, with extreme values: bit for bit the CPU's results."""
     info = np.iinfo(dtype)
     host = random_array(rng, (37, 45, 70), dtype)
     host[:, 10:20] = info.max

@@ -323,13 +323,13 @@ __device__ __forceinline__ Acc round_to(Acc v) {
   }
 }
 
-// What fused_kernel holds a chain's values in between passes (its ring, A
-// and B), where they are summed in Acc: Acc itself, or int32 for 8-bit and
-// 16-bit integer chains summed in double (INTEGER_HELD: FusedPlan::
-// integer_held), whose values are integers of the dtype: half the shared
-// memory and its traffic of double.
-template <DType T, bool NARROW, bool INTEGER_HELD>
-using HeldOf = std::conditional_t<INTEGER_HELD, int32_t, AccumulatorOf<T, NARROW>>;
+// What a kernel holds a chain's values in between passes (ring, A and B)
+// when it sums them in Acc: Acc itself, or int32 where INTEGER (8-bit and
+// 16-bit integer chains summed in double: FusedPlan::integer_held), whose
+// values are integers of the dtype: half the shared memory and its traffic
+// of double.
+template <class Acc, bool INTEGER>
+using HeldOf = std::conditional_t<INTEGER, int32_t, Acc>;
 
 // v, a pass's sum in Acc, as the chain stores it (rounded to T), held as Held.
 template <DType T, class Held, class Acc>
@@ -541,7 +541,7 @@ template <DType T, int TAPS, bool NARROW, class K = void, bool INTEGER_HELD = fa
 __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
   using Acc = AccumulatorOf<T, NARROW>;
-  using Held = HeldOf<T, NARROW, INTEGER_HELD>;
+  using Held = HeldOf<Acc, INTEGER_HELD>;
   const FusedPass &p0 = a.pass[0], &p1 = a.pass[1], &p2 = a.pass[2];
   const int HX = a.halo_x, TY = a.tile_y, columns = a.halo_y * HX;
   const int ring_len = max(p0.taps, 1);
@@ -750,9 +750,9 @@ __device__ BlockedMap<G> map_blocked_thread(const FusedArgs& a, int64_t y0, int6
   return m;
 }
 
-// Values held as Held (BlockedHeld) and summed in Acc.
+// blocked_kernel sums in double only 8-bit and 16-bit integers, held in int32.
 template <class Acc>
-using BlockedHeld = std::conditional_t<std::is_same_v<Acc, double>, int32_t, Acc>;
+using BlockedHeld = HeldOf<Acc, std::is_same_v<Acc, double>>;
 
 // Pass p of kind K at N outputs, tap k of output i read through x(i, k), as
 // the chain stores them (rounded to T), held as Held: 8-bit data summed in
@@ -1280,7 +1280,7 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
 template <DType T, bool NARROW>
 __global__ void __launch_bounds__(kThreads, 3) laplace_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
-  using Acc = std::conditional_t<NARROW && kSmallInteger<T>, int32_t, AccumulatorOf<T, false>>;
+  using Acc = HeldOf<AccumulatorOf<T, false>, NARROW && kSmallInteger<T>>;
   using M = Arith<Acc>;
   const int HX = a.halo_x, columns = a.halo_y * HX, row_above = a.pass[1].taps ? HX : 0;
   const Acc cval = (Acc)a.cval;
@@ -1355,9 +1355,10 @@ struct FusedPlan {
   dim3 grid;
   size_t shared_bytes;
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
+  bool small_integers;   // 8/16-bit integer data reading integers of the dtype only (small_integer_values)
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles, long passes, blocked_kernel)
   bool int32_box_chain;  // 8/16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
-  bool integer_held;     // other 8/16-bit integer chains of small_integer_values: held in int32, summed in double
+  bool integer_held;     // other chains of small_integers: held in int32, summed in double
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -1432,13 +1433,12 @@ bool small_integer_values(DType dtype, double cval, const FusedArgs& a) {
   return magnitude > 0 && (!extends_with_cval || (cval == std::floor(cval) && std::fabs(cval) <= magnitude));
 }
 
-// True when a chain over 8-bit data may be summed in float (pass_results):
-// small_integer_values, correlations with a margin whose sums stay below
+// True when a chain over 8-bit data of small_integer_values may be summed
+// in float (pass_results): correlations with a margin whose sums stay below
 // 2^22 (storage_of), minima and maxima (exact in float). Sets each
 // correlation's margins.
-bool eight_bit_float_sums(DType dtype, double cval, FusedArgs& a) {
+bool eight_bit_float_sums(DType dtype, FusedArgs& a) {
   if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
-  if (!small_integer_values(dtype, cval, a)) return false;
   for (FusedPass& p : a.pass) {
     if (p.taps == 0) continue;
     if (p.kind == LineKind::Uniform) return false;
@@ -1459,8 +1459,7 @@ bool eight_bit_float_sums(DType dtype, double cval, FusedArgs& a) {
 // margins), and a chain of other passes held in int32 (true; exact there,
 // and half the registers and shared memory of double: H100, 8192^2 uint16,
 // uniform 3 0.266 -> 0.216 ms, maximum 3 0.185 -> 0.125).
-bool small_integer_sums(DType dtype, double cval, FusedArgs& a) {
-  if (!small_integer_values(dtype, cval, a)) return false;
+bool small_integer_sums(DType dtype, FusedArgs& a) {
   const bool sixteen = dtype == DType::UInt16 || dtype == DType::Int16;
   const double magnitude = small_integer_magnitude(dtype);
   bool correlates = false;
@@ -1521,9 +1520,10 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
 
   const bool may_cancel = std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
   plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
-  plan.eight_bit_float = eight_bit_float_sums(in.dtype, cval, a);
-  plan.int32_box_chain = small_integer_sums(in.dtype, cval, a);
-  plan.integer_held = !plan.int32_box_chain && small_integer_values(in.dtype, cval, a);
+  plan.small_integers = small_integer_values(in.dtype, cval, a);
+  plan.eight_bit_float = plan.small_integers && eight_bit_float_sums(in.dtype, a);
+  plan.int32_box_chain = plan.small_integers && small_integer_sums(in.dtype, a);
+  plan.integer_held = plan.small_integers && !plan.int32_box_chain;
   return true;
 }
 
@@ -1912,7 +1912,7 @@ bool CudaBackend::fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const
   if (!plan_fused(in, out, passes, cval, plan)) return false;
   // 8-bit and 16-bit data in int32: H100, 256^3, uint8 0.116 -> 0.088 ms,
   // uint16 0.118 -> 0.089 (float32 0.108).
-  const bool narrow = small_integer_values(in.dtype, cval, plan.args);
+  const bool narrow = plan.small_integers;
   // the ring of three planes
   plan.shared_bytes = 3 * (size_t)plan.args.halo_y * plan.args.halo_x * (narrow ? sizeof(int32_t) : sizeof(double));
   return dispatch_real_dtype<LaplaceLauncher>(in.dtype, plan, narrow, as_stream(stream_));
