@@ -192,6 +192,34 @@ def test_3d_small_integer_correlations_held_in_int32(mode, dtype, rng):
     check("correlate1d", x, [0.25, -1.5, 0.125, 2.0], axis=1, mode=mode, cval=4.0)
 
 
+@pytest.mark.parametrize("mode", FILTER_MODES)
+@pytest.mark.parametrize("shape", [(37, 45, 70), (300, 270)])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_small_integer_chains_with_integer_weights(dtype, shape, mode, rng):
+    """Correlations with integer weights over 8-bit and 16-bit data (sobel,
+    prewitt, integer correlate1d) are summed in int32: 3-D fused_kernel with
+    signed pairs fixed, the 2-D tiles, single passes of 3 and 9 taps. Sums
+    that leave the dtype wrap as scipy's do, extreme values and a flat band
+    included; weights too large for int32 sums take double. Bit for bit the
+    CPU's results, and scipy's."""
+    info = np.iinfo(dtype)
+    host = random_array(rng, shape, dtype)
+    host[..., 10:20] = info.max
+    host[5:9] = info.min
+    host[20:30, 25:] = 77
+    x = cupy.asarray(host)
+    # Integer weights whose sums int32 is not proven to hold (they take
+    # double), with every result still within int32 (scipy's casts).
+    too_large_for_int32 = [9000, 2000, -9000] if info.bits == 16 else [70000, 1, -70000]
+    for axis in range(x.ndim):
+        check("sobel", x, axis=axis, mode=mode, cval=float(info.min + 1))
+        check("prewitt", x, axis=axis, mode=mode, cval=3.0)
+        check("sobel", x, axis=axis, mode=mode, cval=2.5)  # cval not an integer: double
+        check("correlate1d", x, [2, -7, 1], axis=axis, mode=mode, cval=4.0)
+        check("convolve1d", x, [1, 3, -3, 5, 0, 2, 1, -1, 4], axis=axis, mode=mode)
+        check("correlate1d", x, too_large_for_int32, axis=axis, mode=mode)
+
+
 @pytest.mark.parametrize("shape", [(33, 40, 75), (300, 270)])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "uint8", "int8", "uint16", "int16"])
 def test_box_chains_of_any_size(shape, dtype, rng):

@@ -64,6 +64,7 @@ struct FusedPass {
   float inverse_size = 1.0f;  // 1 / size, for data summed in float (apply_kind)
   double weights[kMaxLongTaps] = {};
   float weights_f[kMaxLongTaps] = {};  // the same, for data summed in float
+  int32_t weights_i[kMaxLongTaps] = {};  // the same where integers, for int32 sums (FusedPlan::int32_chain)
   float margin = 0;                // 8-bit data summed in float: see fast_results
   float far_margin = 1.0f;         // 1 - margin, rounded down (fast_results)
   // 16-bit integer data summed in double with fused multiply-adds
@@ -119,6 +120,16 @@ struct Arith<float> {  // plain operators: ptxas contracts them into FMAs
   static __device__ __forceinline__ float add_signed(float a, float sign, float b) { return __fmaf_rn(sign, b, a); }
   static __device__ __forceinline__ float weight(const FusedPass& p, int k) { return p.weights_f[k]; }
   static __device__ __forceinline__ float pair_sign(const FusedPass& p) { return p.pair_sign_f; }
+};
+
+template <>
+struct Arith<int32_t> {  // 8-bit and 16-bit integer chains (FusedPlan::int32_chain): exact
+  static __device__ __forceinline__ int32_t mul(int32_t a, int32_t b) { return a * b; }
+  static __device__ __forceinline__ int32_t add(int32_t a, int32_t b) { return a + b; }
+  static __device__ __forceinline__ int32_t sub(int32_t a, int32_t b) { return a - b; }
+  static __device__ __forceinline__ int32_t add_signed(int32_t a, int32_t sign, int32_t b) { return a + sign * b; }
+  static __device__ __forceinline__ int32_t weight(const FusedPass& p, int k) { return p.weights_i[k]; }
+  static __device__ __forceinline__ int32_t pair_sign(const FusedPass& p) { return p.pair_sign_i; }
 };
 
 // A pass's kind (and a correlation's symmetry) as a type: kernels that
@@ -189,9 +200,7 @@ template <class Acc, int TAPS, class K, class Tap>
 __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
   using M = Arith<Acc>;
   const int taps = TAPS > 0 ? TAPS : p.taps;
-  if constexpr (std::is_integral_v<Acc> && K::kind == LineKind::Correlate) {
-    __builtin_unreachable();  // chains with correlations are not summed in int32 (small_integer_sums)
-  } else if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
+  if constexpr (K::kind == LineKind::Correlate && K::symmetry != 0) {
     const int c = taps / 2;
     Acc sum = M::mul(as_sum<Acc>(x(c)), M::weight(p, c));
 #pragma unroll
@@ -258,7 +267,7 @@ constexpr bool kSmallInteger = kEightBit<T> || kSixteenBitInteger<T>;
 // The type a dtype's passes are summed in (see Arith): double, or where
 // NARROW float for float32/float16 chains that may sum in float
 // (FusedPlan::float_sums) and int32 for 8-bit and 16-bit integer chains of
-// box filters (FusedPlan::int32_box_chain). The tile and long-pass kernels
+// box filters and integer weights (FusedPlan::int32_chain). The tile and long-pass kernels
 // also hold 8-bit data in float (with_accumulator).
 template <DType T, bool NARROW>
 using AccumulatorOf =
@@ -267,7 +276,7 @@ using AccumulatorOf =
 
 template <DType T, class Acc>
 __device__ __forceinline__ Acc as_acc(typename storage<T>::type s) {
-  if constexpr (std::is_same_v<Acc, int32_t>) return s;  // 8-bit and 16-bit integers (FusedPlan::int32_box_chain)
+  if constexpr (std::is_same_v<Acc, int32_t>) return s;  // 8-bit and 16-bit integers (FusedPlan::int32_chain)
   else if constexpr (std::is_same_v<Acc, float> && T == DType::Float32) return s;
   else if constexpr (std::is_same_v<Acc, float> && T == DType::Float16) return half_bits_to_float(s);
   else if constexpr (kEightBit<T>) return (Acc)s;  // exact, without a detour through double
@@ -1357,7 +1366,7 @@ struct FusedPlan {
   bool float_sums;       // float32/float16 summed in float (no pass may_cancel)
   bool small_integers;   // 8/16-bit integer data reading integers of the dtype only (small_integer_values)
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles, long passes, blocked_kernel)
-  bool int32_box_chain;  // 8/16-bit integer chains of uniform, minimum and maximum passes held in int32 (every kernel)
+  bool int32_chain;      // 8/16-bit integer chains of box passes and integer weights summed in int32 (int32_sums)
   bool integer_held;     // other chains of small_integers: held in int32, summed in double
 };
 
@@ -1453,22 +1462,46 @@ bool eight_bit_float_sums(DType dtype, FusedArgs& a) {
   return true;
 }
 
+// Sets p.weights_i to the weights of correlation p and returns true when
+// int32 sums them exactly over integers of up to `magnitude`: integer
+// weights whose sums stay within int32 (sobel's and prewitt's). scipy's
+// double sums of such terms are exact too, so the two agree to the bit.
+bool int32_weights(FusedPass& p, double magnitude) {
+  double total = 0;
+  for (int k = 0; k < p.taps; ++k) {
+    const double w = p.weights[k];
+    if (!(std::fabs(w) <= 0x1p16) || w != std::floor(w)) return false;
+    total += std::fabs(w);
+  }
+  if (!(2 * magnitude * total < 0x1p31)) return false;  // 2: a pair's sum before its weight
+  for (int k = 0; k < p.taps; ++k) p.weights_i[k] = (int32_t)p.weights[k];
+  return true;
+}
+
 // How a chain over 8-bit or 16-bit integers (small_integer_values) sums:
-// 16-bit correlations in the long passes with fused multiply-adds
-// (fma_results, where integer_fma_margin takes the weights; sets their
-// margins), and a chain of other passes held in int32 (true; exact there,
-// and half the registers and shared memory of double: H100, 8192^2 uint16,
-// uniform 3 0.266 -> 0.216 ms, maximum 3 0.185 -> 0.125).
-bool small_integer_sums(DType dtype, FusedArgs& a) {
+// in int32 (true) where every pass is a uniform, minimum or maximum filter
+// or a correlation with int32_weights: exact there, and half the registers
+// and shared memory of double (H100, 8192^2 uint16: uniform 3 0.266 ->
+// 0.216 ms, maximum 3 0.185 -> 0.125). Other 16-bit correlations in the
+// long passes sum with fused multiply-adds (fma_results, where
+// integer_fma_margin takes the weights; sets their margins).
+bool int32_sums(DType dtype, FusedArgs& a) {
   const bool sixteen = dtype == DType::UInt16 || dtype == DType::Int16;
   const double magnitude = small_integer_magnitude(dtype);
-  bool correlates = false;
+  bool exact = true;
   for (FusedPass& p : a.pass) {
-    if (p.taps == 0 || p.kind != LineKind::Correlate) continue;
-    correlates = true;
+    if (p.taps == 0 || p.kind != LineKind::Correlate || int32_weights(p, magnitude)) continue;
+    exact = false;
     p.fma_sums = sixteen && integer_fma_margin(p.weights, p.taps, p.symmetry, magnitude, p.fma_margin);
   }
-  return !correlates;
+  return exact;
+}
+
+// True when a pass of the chain sums (a uniform filter or a correlation).
+bool sums_values(const FusedArgs& a) {
+  return std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) {
+    return p.taps && (p.kind == LineKind::Uniform || p.kind == LineKind::Correlate);
+  });
 }
 
 // A, B and the ring, in elements of the accumulator (`item` bytes).
@@ -1521,9 +1554,12 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
   const bool may_cancel = std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); });
   plan.float_sums = float_sums_allowed(in.dtype, out.dtype, may_cancel);
   plan.small_integers = small_integer_values(in.dtype, cval, a);
-  plan.eight_bit_float = plan.small_integers && eight_bit_float_sums(in.dtype, a);
-  plan.int32_box_chain = plan.small_integers && small_integer_sums(in.dtype, a);
-  plan.integer_held = plan.small_integers && !plan.int32_box_chain;
+  plan.int32_chain = plan.small_integers && int32_sums(in.dtype, a);
+  // 8-bit chains that int32 sums exactly sum there, without float's margin
+  // test; those of minima and maxima only stay in float.
+  plan.eight_bit_float =
+      plan.small_integers && !(plan.int32_chain && sums_values(a)) && eight_bit_float_sums(in.dtype, a);
+  plan.integer_held = plan.small_integers && !plan.int32_chain;
   return true;
 }
 
@@ -1531,7 +1567,7 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
                 double cval, FusedPlan& plan) {
   if (!describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
   FusedArgs& a = plan.args;
-  const bool narrow = plan.float_sums || plan.int32_box_chain || plan.integer_held;  // see launch_fused
+  const bool narrow = plan.float_sums || plan.int32_chain || plan.integer_held;  // see launch_fused
   const size_t item = narrow ? sizeof(float) : sizeof(double);
   if (!choose_fused_tile(a, item, in.ndim == 3, plan.shared_bytes)) return false;
   // Long marches amortise the ring's first planes; enough of them fill the
@@ -1622,7 +1658,7 @@ template <DType T, int TAPS>
 bool launch_box_chain(const FusedPlan& plan, cudaStream_t stream) {
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
   if constexpr (narrow_float || kSmallInteger<T>) {
-    if (!(narrow_float ? plan.float_sums : plan.int32_box_chain)) return false;
+    if (!(narrow_float ? plan.float_sums : plan.int32_chain)) return false;
     switch (shared_box_kind(plan.args)) {
       case LineKind::Uniform: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Uniform>>, plan, stream); return true;
       case LineKind::Minimum: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Minimum>>, plan, stream); return true;
@@ -1634,10 +1670,10 @@ bool launch_box_chain(const FusedPlan& plan, cudaStream_t stream) {
 }
 
 // Chains held narrow (AccumulatorOf): float32/float16 summed in float,
-// 8-bit and 16-bit integer box chains in int32; other 8-bit and 16-bit
-// integer chains held in int32 and summed in double (HeldOf). Box chains
-// of size 3 or a size known at run time (launch_box_chain), gaussians and
-// derivatives with their kind fixed.
+// 8-bit and 16-bit integer chains of box filters and integer weights in
+// int32; other 8-bit and 16-bit integer chains held in int32 and summed in
+// double (HeldOf). Box chains of size 3 or a size known at run time
+// (launch_box_chain), gaussians and derivatives with their kind fixed.
 template <DType T, int TAPS>
 void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
   if constexpr (TAPS == 3 || TAPS == 0) {
@@ -1645,7 +1681,13 @@ void launch_fused(const FusedPlan& plan, cudaStream_t stream) {
   }
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
   if constexpr (narrow_float || kSmallInteger<T>) {
-    if (narrow_float ? plan.float_sums : plan.int32_box_chain) return launch(fused_kernel<T, TAPS, true>, plan, stream);
+    if (narrow_float ? plan.float_sums : plan.int32_chain) {
+      if constexpr (kSmallInteger<T> && TAPS == 3) {  // sobel, prewitt: integer weights
+        if (signed_pairs(plan.args))
+          return launch(fused_kernel<T, 3, true, KindOf<LineKind::Correlate, kEitherSymmetry>>, plan, stream);
+      }
+      return launch(fused_kernel<T, TAPS, true>, plan, stream);
+    }
   }
   if constexpr (kSmallInteger<T>) {
     if (plan.integer_held) {
@@ -1723,7 +1765,7 @@ struct BlockedLauncher {
       if (plan.float_sums) return launch_blocked<float>(plan, out, stream);
     }
     if constexpr (kSmallInteger<T>) {
-      if (plan.int32_box_chain) return launch_blocked<int32_t>(plan, out, stream);
+      if (plan.int32_chain) return launch_blocked<int32_t>(plan, out, stream);
       if constexpr (kEightBit<T>) {
         if (plan.eight_bit_float) return launch_blocked<float>(plan, out, stream);
       }
@@ -1773,7 +1815,7 @@ bool with_accumulator(const FusedPlan& plan, const F& f) {
     if (plan.eight_bit_float) return f(float{});  // correlations, minima and maxima
   }
   if constexpr (kSmallInteger<T>) {
-    if (plan.int32_box_chain) return f(int32_t{});  // box chains (8-bit: those with uniform passes)
+    if (plan.int32_chain) return f(int32_t{});  // 8-bit: chains with uniform passes or integer weights
   }
   return f(double{});
 }
