@@ -93,6 +93,9 @@ def build_cases(quick):
         case("uniform_filter size=3", big3, "float32", lambda nd, x, w: nd.uniform_filter(x, 3)),
         case("uniform_filter size=9", big3, "float32", lambda nd, x, w: nd.uniform_filter(x, 9)),
         case("sobel axis=0", big3, "float32", lambda nd, x, w: nd.sobel(x, axis=0)),
+        # scipy's default axis, -1: the passes out of axis order
+        case("sobel axis=-1", big3, "float32", lambda nd, x, w: nd.sobel(x)),
+        case("sobel axis=-1", big2, "float32", lambda nd, x, w: nd.sobel(x)),
         case("laplace", big3, "float32", lambda nd, x, w: nd.laplace(x)),
         case("maximum_filter size=3", big3, "float32", lambda nd, x, w: nd.maximum_filter(x, 3)),
         case("median_filter size=3", mid3, "float32", lambda nd, x, w: nd.median_filter(x, 3)),

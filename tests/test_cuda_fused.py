@@ -200,8 +200,10 @@ def test_small_integer_chains_with_integer_weights(dtype, shape, mode, rng):
     prewitt, integer correlate1d) are summed in int32: 3-D fused_kernel with
     signed pairs fixed, the 2-D tiles, single passes of 3 and 9 taps. Sums
     that leave the dtype wrap as scipy's do, extreme values and a flat band
-    included; weights too large for int32 sums take double. Bit for bit the
-    CPU's results, and scipy's."""
+    included; weights too large for int32 sums take double. Along later
+    axes the passes run in axis order, which gives the same wrapped sums,
+    but for a constant mode with a cval other than 0. Bit for bit the CPU's
+    results, and scipy's."""
     info = np.iinfo(dtype)
     host = random_array(rng, shape, dtype)
     host[..., 10:20] = info.max
@@ -215,6 +217,7 @@ def test_small_integer_chains_with_integer_weights(dtype, shape, mode, rng):
         check("sobel", x, axis=axis, mode=mode, cval=float(info.min + 1))
         check("prewitt", x, axis=axis, mode=mode, cval=3.0)
         check("sobel", x, axis=axis, mode=mode, cval=2.5)  # cval not an integer: double
+        check("prewitt", x, axis=axis, mode=mode)  # cval 0: out of axis order, the passes commute
         check("correlate1d", x, [2, -7, 1], axis=axis, mode=mode, cval=4.0)
         check("convolve1d", x, [1, 3, -3, 5, 0, 2, 1, -1, 4], axis=axis, mode=mode)
         check("correlate1d", x, too_large_for_int32, axis=axis, mode=mode)
@@ -337,6 +340,32 @@ def test_output_view_and_dtype(rng):
     same = cupy.empty((60, 40, 50), np.uint8)[::2]
     gnd.uniform_filter(x, 5, output=same)
     assert_matches(cupy.asnumpy(same), scipy_reference("uniform_filter", host, 5))
+
+
+@pytest.mark.parametrize("name", ["sobel", "prewitt"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(129, 257), (16, 128), (300, 5), (5, 300), (1, 1), (33, 1),
+                                   (40, 17, 65), (20, 35, 140), (3, 2, 1)])
+def test_edge_filters_along_later_axes(name, dtype, shape, rng):
+    """sobel and prewitt along an axis after the first (the default, -1),
+    whose passes are out of axis order: along the last axis by
+    rows_first_kernel (2-D, tiles of 16 x 128) and columns_first_kernel
+    (3-D, tiles of 16 x 64 marching along axis 0), partial tiles and halos
+    longer than the array; along axis 1 of a volume by fused_kernel over
+    its axes 0 and 1 swapped. Every mode per axis; integer cvals (8-bit and
+    16-bit data summed in int32) and others. In place, where those kernels
+    would read what they write: 2-D pass by pass, 3-D the first pass alone
+    into a temporary and the rest fused from it."""
+    host = random_array(rng, shape, dtype)
+    x = cupy.asarray(host)
+    modes = per_axis_modes(rng, len(shape))
+    cvals = (3.0, -1.5) if dtype[0] in "ui" else (float(rng.normal()),)
+    for axis in range(1, len(shape)):
+        for cval in cvals:
+            check(name, x, axis=axis, mode=modes, cval=cval)
+    in_place = getattr(gnd, name)(x, output=x, mode=modes)
+    assert in_place is x
+    assert_matches(cupy.asnumpy(x), scipy_reference(name, host, mode=modes))
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "float32", "float64"])
