@@ -1125,88 +1125,86 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 // scipy filters along a chain's first axis first and rounds each pass to the
 // dtype, so a chain along axis 1 and then axis 0 (sobel(image), whose axis
 // is -1 by default) is not plane_kernel's chain in another order. Here a
-// block owns a tile of TY x TX outputs and
-//   1. stages its haloed input in shared memory (coalesced loads, the
-//      boundary extension of each axis applied there);
-//   2. pass 1 (along axis 1) over the tile's rows and pass 0's halo rows
-//      -> A[HY][TX] (rounded to T; cval for rows pass 0 extends with it);
-//   3. pass 0 (along axis 0): each thread computes kRows outputs down a
+// block owns a tile of TY x TX outputs and, as plane_kernel with its passes
+// swapped,
+//   1. pass 1 (along axis 1): each thread computes kQuad neighbouring
+//      results of a row (the tile's rows and pass 0's halo rows) from
+//      kQuad + TAPS - 1 inputs loaded into registers, every item's loads
+//      first, -> A[HY][TX] (rounded to T; cval for rows pass 0 extends
+//      with it);
+//   2. pass 0 (along axis 0): each thread computes kRows outputs down a
 //      column of A and stores them (neighbouring threads, neighbouring
 //      columns: coalesced).
 // Sums in double (LastAxisFirstLauncher), in scipy's order: the same results
 // as pass by pass.
 template <int TAPS, class Acc>
 struct RowsFirstGeometry {
-  static constexpr int TX = kThreads / 2;  // outputs of a tile row: a column a thread pair
-  static constexpr int TY = 16;            // rows: staged and A in double within the default shared memory
-  static constexpr int kRows = TY / 2;     // pass-0 outputs a thread computes
-  static constexpr int HX = TX + TAPS - 1, HY = TY + TAPS - 1;
-  static_assert(TAPS - 1 <= TX, "the halo columns: a thread each");
-  static_assert((size_t)(HY * HX + HY * TX) * sizeof(Acc) <= (size_t)kDefaultShared, "no opt-in");
+  static constexpr int TX = kThreads / 2;           // outputs of a tile row: a column a thread pair
+  static constexpr int HY = 32;                     // rows of A: A in double within the default shared memory
+  static constexpr int TY = HY - (TAPS - 1);        // output rows
+  static constexpr int kRows = (TY + 1) / 2;        // pass-0 outputs a thread computes
+  static constexpr int kQuad = 4;                   // pass-1 results an item computes
+  static constexpr int kRun = kQuad + TAPS - 1;     // inputs an item reads
+  static constexpr int kRounds = HY * TX / kQuad / kThreads;  // pass-1 items a thread
+  static_assert(HY * TX % (kQuad * kThreads) == 0 && kRun <= 8, "whole rounds of items; a byte of cval bits each");
+  static_assert(2 * kRows + TAPS - 1 <= HY, "pass 0 reads rows of A only");
+  static_assert((size_t)HY * TX * sizeof(Acc) <= (size_t)kDefaultShared, "no opt-in");
 };
 
-// Each thread owns column c of the tile (and halo column TX + c for the
-// first TAPS - 1 threads) and every other row, from row h: its addresses
-// are worked out once, not per cell.
 template <DType T, int TAPS, class Acc>
 __global__ void __launch_bounds__(kThreads) rows_first_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
   using G = RowsFirstGeometry<TAPS, Acc>;
-  constexpr int TX = G::TX, HX = G::HX, HY = G::HY, R = G::kRows;
+  constexpr int TX = G::TX, HY = G::HY, R = G::kRows, Q = G::kQuad, N = G::kRun, ROUNDS = G::kRounds;
   const FusedPass &p0 = a.pass[0], &p1 = a.pass[2];  // a 2-D array's axes are stages 0 and 2
   const Acc cval = (Acc)a.cval;
-  __shared__ __align__(16) Acc staged[HY * HX];
   __shared__ __align__(16) Acc A[HY * TX];
   const int64_t y0 = (int64_t)blockIdx.y * G::TY, x0 = (int64_t)blockIdx.x * TX;
-  const int64_t top = y0 - p0.left;  // staged row 0's and A row 0's input row
-  const int c = threadIdx.x % TX, h = threadIdx.x / TX;
-  const bool halo = c < TAPS - 1;  // also stages column TX + c
-  auto input_column = [&](int column) { return border_index(x0 - p1.left + column, a.n[2], p1.mode); };
-  const int64_t x_main = input_column(c), x_halo = halo ? input_column(TX + c) : 0;
-  auto outside = [&](int r) {  // row r lies outside the array in pass 0's constant mode
-    return p0.mode == Mode::Constant && (top + r < 0 || top + r >= a.n[0]);
-  };
+  const int64_t top = y0 - p0.left, left = x0 - p1.left;  // A row 0's input row; an item's first input column
+  // A tile whose inputs all lie inside the array reads them without the
+  // boundary rules (the same for the whole block).
+  const bool interior = top >= 0 && top + HY <= a.n[0] && left >= 0 && left + TX + TAPS - 1 <= a.n[2];
 
-  // 1. the haloed input (rows outside in pass 0's constant mode are never
-  // read): every load of the thread first, then the stores, so that its
-  // loads are in flight together (H100, 8192^2 float32: one at a time, each
-  // waited on, 0.475 ms, slower than the two passes apart; so, 0.314)
-  constexpr int kOwnRows = (HY + 1) / 2;  // rows h, h + 2, ...
-  S own[kOwnRows], side[kOwnRows];
-  bool in_row[kOwnRows];
+  // 1. pass 1: item g = threadIdx.x + i kThreads, row g / (TX / Q), its
+  // quad's first column g % (TX / Q) Q
+  S in[ROUNDS][N];
+  uint32_t cvals[ROUNDS];  // bit k: input k is cval (constant modes); all: a row pass 0 extends with cval
 #pragma unroll
-  for (int i = 0; i < kOwnRows; ++i) {
-    const int r = h + 2 * i;
-    const int64_t y = border_index(top + r, a.n[0], p0.mode);
-    in_row[i] = r < HY && y >= 0;
-    if (!in_row[i]) continue;
+  for (int i = 0; i < ROUNDS; ++i) {
+    const int g = threadIdx.x + i * kThreads, r = g / (TX / Q), c = g % (TX / Q) * Q;
+    const int64_t y = interior ? top + r : border_index(top + r, a.n[0], p0.mode);
+    cvals[i] = y < 0 ? 0xFFu : 0u;
+    if (y < 0) continue;
     const char* row = a.in + y * a.in_step[0];
-    if (x_main >= 0) own[i] = __ldg(reinterpret_cast<const S*>(row + x_main * a.in_step[2]));
-    if (halo && x_halo >= 0) side[i] = __ldg(reinterpret_cast<const S*>(row + x_halo * a.in_step[2]));
-  }
 #pragma unroll
-  for (int i = 0; i < kOwnRows; ++i) {
-    const int r = h + 2 * i;
-    if (r >= HY) break;
-    staged[r * HX + c] = in_row[i] && x_main >= 0 ? as_acc<T, Acc>(own[i]) : cval;
-    if (halo) staged[r * HX + TX + c] = in_row[i] && x_halo >= 0 ? as_acc<T, Acc>(side[i]) : cval;
+    for (int k = 0; k < N; ++k) {
+      const int64_t x = interior ? left + c + k : border_index(left + c + k, a.n[2], p1.mode);
+      if (x < 0) cvals[i] |= 1u << k;
+      else in[i][k] = __ldg(reinterpret_cast<const S*>(row + x * a.in_step[2]));
+    }
   }
-  __syncthreads();
-
-  // 2. pass 1 along the rows
   with_kind(p1, [&](auto kind) {
 #pragma unroll
-    for (int i = 0; i < kOwnRows; ++i) {
-      const int r = h + 2 * i;
-      if (r >= HY) break;
-      const Acc* in = staged + r * HX + c;
-      A[r * TX + c] = outside(r) ? cval
-                                 : held_result<T, Acc>(apply_kind<Acc, TAPS, decltype(kind)>(p1, [&](int k) { return in[k]; }));
+    for (int i = 0; i < ROUNDS; ++i) {
+      const int g = threadIdx.x + i * kThreads, r = g / (TX / Q), c = g % (TX / Q) * Q;
+      Acc* results = A + r * TX + c;
+      if (cvals[i] == 0xFFu) {
+#pragma unroll
+        for (int j = 0; j < Q; ++j) results[j] = cval;
+        continue;
+      }
+      Acc v[N];
+#pragma unroll
+      for (int k = 0; k < N; ++k) v[k] = cvals[i] >> k & 1u ? cval : as_acc<T, Acc>(in[i][k]);
+#pragma unroll
+      for (int j = 0; j < Q; ++j)
+        results[j] = held_result<T, Acc>(apply_kind<Acc, TAPS, decltype(kind)>(p1, [&](int k) { return v[j + k]; }));
     }
   });
   __syncthreads();
 
-  // 3. pass 0 down the columns, R outputs from row h R, stored
+  // 2. pass 0 down the columns, R outputs from row h R, stored
+  const int c = threadIdx.x % TX, h = threadIdx.x / TX;
   const int64_t x = x0 + c;
   if (x >= a.n[2]) return;
   const int r0 = h * R;
@@ -1214,7 +1212,7 @@ __global__ void __launch_bounds__(kThreads) rows_first_kernel(const __grid_const
 #pragma unroll
   for (int k = 0; k < R + TAPS - 1; ++k) v[k] = A[(r0 + k) * TX + c];
   char* out = a.out + (y0 + r0) * a.out_step[0] + x * a.out_step[2];
-  const int rows = (int)min((int64_t)R, a.n[0] - (y0 + r0));
+  const int rows = (int)min((int64_t)min(R, G::TY - r0), a.n[0] - (y0 + r0));
   with_kind(p0, [&](auto kind) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
