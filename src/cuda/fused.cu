@@ -1160,7 +1160,7 @@ __global__ void __launch_bounds__(kThreads) rows_first_kernel(const __grid_const
   const Acc cval = (Acc)a.cval;
   __shared__ __align__(16) Acc A[HY * TX];
   const int64_t y0 = (int64_t)blockIdx.y * G::TY, x0 = (int64_t)blockIdx.x * TX;
-  const int64_t top = y0 - p0.left, left = x0 - p1.left;  // A row 0's input row; an item's first input column
+  const int64_t top = y0 - p0.left, left = x0 - p1.left;  // A row 0's input row; A column 0's first input column
   // A tile whose inputs all lie inside the array reads them without the
   // boundary rules (the same for the whole block).
   const bool interior = top >= 0 && top + HY <= a.n[0] && left >= 0 && left + TX + TAPS - 1 <= a.n[2];
