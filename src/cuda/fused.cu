@@ -177,20 +177,16 @@ __device__ __forceinline__ Acc as_sum(Held v) {
 }
 
 // Taps a and b paired as a symmetric pass of kind K pairs them (sum,
-// difference, or either by p's sign), in Acc. Integers held in int32 (8-bit
-// and 16-bit data) are paired in int32 before their one conversion: exact,
-// as the double operation on them is.
+// difference, or either by p's sign), in Acc. The pair is made in the held
+// type: integers held in int32 (8-bit and 16-bit data) are paired in int32
+// before their one conversion, exact as the double operation on them is.
 template <class Acc, class K, class Held>
 __device__ __forceinline__ Acc tap_pair(const FusedPass& p, Held a, Held b) {
-  using M = Arith<Acc>;
-  if constexpr (std::is_integral_v<Held> && !std::is_integral_v<Acc>) {
-    const int32_t pair = K::symmetry == kEitherSymmetry ? a + p.pair_sign_i * b : K::symmetry > 0 ? a + b : a - b;
-    return as_sum<Acc>(pair);
-  } else {
-    return K::symmetry == kEitherSymmetry ? M::add_signed(a, M::pair_sign(p), b)
-           : K::symmetry > 0             ? M::add(a, b)
-                                         : M::sub(a, b);
-  }
+  static_assert(std::is_integral_v<Held> || std::is_same_v<Held, Acc>, "values held as summed, or as integers");
+  using H = Arith<Held>;
+  return as_sum<Acc>(K::symmetry == kEitherSymmetry ? H::add_signed(a, H::pair_sign(p), b)
+                     : K::symmetry > 0             ? H::add(a, b)
+                                                   : H::sub(a, b));
 }
 
 // One pass of kind K at one output, tap k read through x(k), in scipy's tap
@@ -330,6 +326,31 @@ __device__ __forceinline__ Acc round_to(Acc v) {
     store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
     return as_acc<T, Acc>(s);
   }
+}
+
+// v, an output of a chain's last pass summed in Acc, stored at p as T:
+// integers of int32 sums by their low bits, other sums converted as scipy
+// stores them.
+template <DType T, class Acc>
+__device__ __forceinline__ void store_output(char* p, Acc v) {
+  if constexpr (std::is_integral_v<Acc>) *reinterpret_cast<typename storage<T>::type*>(p) = storage_of<T>(v);
+  else store_elem<T>(p, v, true);
+}
+
+// Pass p at the R outputs down a column whose taps v holds (output r's
+// taps: v[r] .. v[r + TAPS - 1]), the first `rows` of them stored from
+// `out` on, `step` bytes apart.
+template <DType T, int TAPS, int R, class Acc>
+__device__ __forceinline__ void store_column(const FusedPass& p, const Acc (&v)[R + TAPS - 1], char* out,
+                                             int64_t step, int rows) {
+  with_kind(p, [&](auto kind) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) break;
+      store_output<T>(out, apply_kind<Acc, TAPS, decltype(kind)>(p, [&](int k) { return v[r + k]; }));
+      out += step;
+    }
+  });
 }
 
 // What a kernel holds a chain's values in between passes (ring, A and B)
@@ -629,8 +650,7 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
       if (m.b_index[i] < 0) continue;
       const Held* row = B + m.b_index[i];
       const Acc v = p2.taps ? apply_pass_as<Acc, TAPS, K>(p2, [&](int k) { return row[k]; }) : as_sum<Acc>(row[0]);
-      if constexpr (std::is_integral_v<Acc>) *reinterpret_cast<S*>(plane + m.out_offset[i]) = storage_of<T>(v);
-      else store_elem<T>(plane + m.out_offset[i], v, true);
+      store_output<T>(plane + m.out_offset[i], v);
     }
     // No barrier here: A is next written after every thread has read it
     // (the barrier above), B after the next step's first barrier.
@@ -1211,18 +1231,8 @@ __global__ void __launch_bounds__(kThreads) rows_first_kernel(const __grid_const
   Acc v[R + TAPS - 1];
 #pragma unroll
   for (int k = 0; k < R + TAPS - 1; ++k) v[k] = A[(r0 + k) * TX + c];
-  char* out = a.out + (y0 + r0) * a.out_step[0] + x * a.out_step[2];
   const int rows = (int)min((int64_t)min(R, G::TY - r0), a.n[0] - (y0 + r0));
-  with_kind(p0, [&](auto kind) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r >= rows) break;
-      const Acc result = apply_kind<Acc, TAPS, decltype(kind)>(p0, [&](int k) { return v[r + k]; });
-      if constexpr (std::is_integral_v<Acc>) *reinterpret_cast<S*>(out) = storage_of<T>(result);
-      else store_elem<T>(out, result, true);
-      out += a.out_step[0];
-    }
-  });
+  store_column<T, TAPS, R>(p0, v, a.out + (y0 + r0) * a.out_step[0] + x * a.out_step[2], a.out_step[0], rows);
 }
 
 // ---- 3-D chains along the columns first: sobel and prewitt along axis 2 ------------
@@ -1348,18 +1358,8 @@ __global__ void __launch_bounds__(kThreads) columns_first_kernel(const __grid_co
                          p0, [&](int t) { return column[(s + t) % TAPS * PLANE]; }));
       }
     });
-    char* plane = a.out + (first + s) * a.out_step[0] + x * a.out_step[2];
-    with_kind(p1, [&](auto kind) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int64_t y = y0 + r0 + r;
-        if (y >= a.n[1]) break;
-        const Acc result = apply_kind<Acc, TAPS, decltype(kind)>(p1, [&](int k) { return v[r + k]; });
-        char* out = plane + y * a.out_step[1];
-        if constexpr (std::is_integral_v<Acc>) *reinterpret_cast<S*>(out) = storage_of<T>(result);
-        else store_elem<T>(out, result, true);
-      }
-    });
+    char* out = a.out + (first + s) * a.out_step[0] + (y0 + r0) * a.out_step[1] + x * a.out_step[2];
+    store_column<T, TAPS, R>(p1, v, out, a.out_step[1], (int)min((int64_t)R, a.n[1] - (y0 + r0)));
     // No barrier here: the next put's comes before it writes the ring.
   }
 }
@@ -2283,7 +2283,7 @@ bool commuting_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
                      FusedPlan& plan) {
   const bool affine = cval != 0 && std::any_of(passes.begin(), passes.end(),
                                                [](const LinePass& p) { return p.mode == Mode::Constant; });
-  if (affine || !std::all_of(passes.begin(), passes.end(),
+  if (small_integer_magnitude(in.dtype) == 0 || affine || !std::all_of(passes.begin(), passes.end(),
                              [](const LinePass& p) { return p.kind == LineKind::Correlate; }))
     return false;
   std::vector<LinePass> by_axis = passes;
