@@ -169,6 +169,29 @@ def test_nan_ranks_after_every_number(dtype, fraction, rng):
         assert np.isnan(got).any() and not np.isnan(got).all()
 
 
+NAN_BITS = {  # quiet and signalling NaNs with either sign, and payloads up to all ones
+    "float16": (np.uint16, [0xFE00, 0xFC01, 0xFFFF, 0x7C01, 0x7FFF, 0x7E00]),
+    "float32": (np.uint32, [0xFFC00000, 0xFF800001, 0xFFFFFFFF, 0x7F800001, 0x7FFFFFFF, 0x7FC00000]),
+    "float64": (np.uint64, [0xFFF8000000000000, 0xFFF0000000000001, 0xFFFFFFFFFFFFFFFF, 0x7FF0000000000001]),
+}
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_nans_of_either_sign_and_any_payload_rank_after_infinity(dtype, ndim, rng):
+    # The kernels order floats by their bits (order keys): a NaN whose sign
+    # bit is set, or whose payload is any other, must rank after +inf as the
+    # quiet NaN does, and -inf before every number.
+    uint, bits = NAN_BITS[dtype]
+    nans = np.array(bits, uint).view(dtype)
+    host = rng.choice(np.array([-np.inf, np.inf, -1.0, -0.0, 0.0, 2.5], dtype), (9, 20, 70)[-ndim:])
+    where = rng.random(host.shape) < 0.4
+    host[where] = rng.choice(nans, int(where.sum()))
+    got = cupy.asnumpy(gnd.median_filter(cupy.asarray(host), size=3, mode="reflect"))
+    np.testing.assert_array_equal(got, sorted_window_reference(host, 3, 3**ndim // 2))
+    assert np.isnan(got).any() and np.isinf(got).any()
+
+
 def test_signed_zeros_infinities_and_extremes_match_scipy(rng):
     values = np.array([-np.inf, np.inf, -0.0, 0.0, np.finfo(np.float32).max, -np.finfo(np.float32).max,
                        np.finfo(np.float32).tiny, 1.0], np.float32)

@@ -23,7 +23,7 @@
 // median filter") keeps a set of about half of them instead.
 //
 // Values are compared as order keys: integers as themselves, floats as
-// unsigned integers whose order is the numeric one with every NaN greatest,
+// integers whose order is the numeric one with every NaN greatest,
 // so that the NaN semantics of the general kernel (a NaN has no rank; the
 // answer is NaN past the other values' count) come free: the median is a NaN
 // key exactly when it falls among the NaNs.
@@ -78,17 +78,27 @@ struct Keys<KeyKind::UInt> {
 
 template <>
 struct Keys<KeyKind::Float> {  // float16, bfloat16, float32: exact as float
-  using type = uint32_t;
-  // Negative floats (sign bit set) have every bit flipped, others the sign
-  // bit set; NaNs are first made the greatest positive pattern. Written as
-  // an xor with a mask from the sign (two instructions, not a select of two
-  // results): keys are made of every input element.
+  using type = int32_t;
+  // Signed keys: a float's bits, all but the sign flipped for negative
+  // floats (flip_negative: its own inverse), then moved down by kShift,
+  // wrapping, which carries the negative NaNs (the keys just below -inf's)
+  // past every other key: every NaN ranks greatest, and a key maps back to
+  // its float's very bits. Both ways run on the FMA pipe, by integer
+  // multiply-adds, but for to_float's flip (two instructions): a key is made
+  // of every input element and read back for every output, and the ALU
+  // pipe is the one the selection's min/max keep busy (ncu, H100, 3x3x3
+  // float32: 77.5%). A test and a select that made NaNs canonical, and a
+  // flip, took four ALU instructions an input element before.
+  static constexpr uint32_t kShift = 0x7fffff;
+  static __device__ __forceinline__ int32_t flip_negative(int32_t b) { return b ^ ((b >> 31) & 0x7fffffff); }
+  // flip_negative(b) - kShift as b (1 - 2t) + t (2^31 - 1) - kShift, t the
+  // sign bit of b (the high word of b x 2).
   static __device__ type from_float(float f) {
-    const uint32_t u = f != f ? 0x7fffffffu : __float_as_uint(f);
-    return u ^ ((uint32_t)((int32_t)u >> 31) | 0x80000000u);
+    const uint32_t b = __float_as_uint(f), t = __umulhi(b, 2 * kUnit);
+    return (int32_t)(b * (1 - 2 * t) + (t * 0x7fffffffu - kShift));
   }
   static __device__ float to_float(type k) {
-    return __uint_as_float(k ^ (~(uint32_t)((int32_t)k >> 31) | 0x80000000u));
+    return __int_as_float(flip_negative((int32_t)((uint32_t)k * kUnit + kShift)));
   }
   static __device__ type from(double v) { return from_float((float)v); }
   static __device__ double value(type k) { return to_float(k); }
@@ -132,8 +142,10 @@ struct AnyIO {
   static __device__ __forceinline__ void store(const BoxArgs& a, char* p, V k) {
     store_any(a.out_dtype, p, Key::value(k), a.out_aligned);
   }
-  // Outputs x and x + 1 of a row at p, the second only when `both`.
-  static __device__ __forceinline__ void store_pair(const BoxArgs& a, char* p, V first, V second, bool both) {
+  // Outputs x and x + 1 of a row at p, the second only when `both`; in one
+  // store where `joined` (joins_pairs), never here.
+  static __device__ bool joins_pairs(const BoxArgs&, const char*) { return false; }
+  static __device__ __forceinline__ void store_pair(const BoxArgs& a, char* p, V first, V second, bool both, bool) {
     store(a, p, first);
     if (both) store(a, p + a.out_stride[2], second);
   }
@@ -159,11 +171,12 @@ struct SameIO {
   using V = typename Key::type;
   using S = typename storage<T>::type;
   using Raw = S;  // what fetch reads: the element, made a key only when stored
-  // Input planes box_column_median_kernel keeps in flight. H100, one -> two
-  // (3x3x3 on 256^3): float32 0.20-0.21 -> 0.18-0.19 ms (5x5 on 8192^2
-  // 0.67-0.70 -> 0.58-0.59), float16 0.21-0.22 -> 0.20, uint16 0.166-0.176
-  // -> 0.175-0.185, uint8 0.165-0.174 -> 0.19-0.20 (24 bytes spilled): two
-  // but for uint8, so that none is slower than float32.
+  // Input planes box_column_median_kernel keeps in flight for 2-D boxes
+  // (3-D ones: one, see there). H100, one -> two (3x3x3 on 256^3, before
+  // 3-D boxes had their own rule): float32 0.20-0.21 -> 0.18-0.19 ms (5x5
+  // on 8192^2 0.67-0.70 -> 0.58-0.59), float16 0.21-0.22 -> 0.20, uint16
+  // 0.166-0.176 -> 0.175-0.185, uint8 0.165-0.174 -> 0.19-0.20 (24 bytes
+  // spilled): two but for uint8, so that none is slower than float32.
   static constexpr int kFetchAhead = sizeof(S) >= 2 ? 2 : 1;
   struct alignas(2 * sizeof(S)) Pair {
     S first, second;
@@ -196,8 +209,15 @@ struct SameIO {
     return __ldg(reinterpret_cast<const S*>(p));
   }
   static __device__ __forceinline__ void store(const BoxArgs&, char* p, V k) { *reinterpret_cast<S*>(p) = value(k); }
-  static __device__ __forceinline__ void store_pair(const BoxArgs& a, char* p, V first, V second, bool both) {
-    if (both && a.out_stride[2] == sizeof(S) && reinterpret_cast<uintptr_t>(p) % sizeof(Pair) == 0) {
+  // Whether the output pairs of a thread that walks along axis 0 from p
+  // can each go out in one aligned store (store_pair's `joined`).
+  static __device__ bool joins_pairs(const BoxArgs& a, const char* p) {
+    return a.out_stride[2] == sizeof(S) && a.out_stride[0] % sizeof(Pair) == 0 &&
+           reinterpret_cast<uintptr_t>(p) % sizeof(Pair) == 0;
+  }
+  static __device__ __forceinline__ void store_pair(const BoxArgs& a, char* p, V first, V second, bool both,
+                                                    bool joined) {
+    if (both && joined) {
       *reinterpret_cast<Pair*>(p) = Pair{value(first), value(second)};
       return;
     }
@@ -237,23 +257,36 @@ struct PlaneKeys {
       offset[l] = unused ? 0 : in_row * a.in_stride[1] + in_col * a.in_stride[2];
     }
   }
-  __device__ __forceinline__ Fetched fetch(const BoxArgs& a, const BlockOrigin& o, int64_t m) const {
-    const int64_t jm = border_index(m, a.n[0], a.mode);  // < 0: a plane of cval, read from plane 0
-    const char* plane = a.in + o.in_base + (jm < 0 ? 0 : jm) * a.in_stride[0];
+  // Plane indices in int32 (run_median), whose tests are one instruction
+  // each: the ALU's, which the selection's min/max keep busy.
+  __device__ __forceinline__ Fetched fetch(const BoxArgs& a, const BlockOrigin& o, int32_t m) const {
+    const int32_t n = (int32_t)a.n[0];  // < 0: a plane of cval, read from plane 0
+    const int32_t jm = (uint32_t)m < (uint32_t)n ? (int32_t)m : (int32_t)border_index(m, n, a.mode);
+    const char* plane = a.in + o.in_base + (uint64_t)(uint32_t)max(jm, 0) * (uint64_t)a.in_stride[0];
     Fetched f;
     f.cval_mask = jm < 0 ? ~0u : outside;
 #pragma unroll
     for (int l = 0; l < Loads; ++l) f.raw[l] = IO::fetch(a, plane + offset[l]);
     return f;
   }
+  // Keys into dst; the cval test only where some element of this thread's
+  // needs it (the blocks at the border of a constant mode).
   __device__ __forceinline__ void store(const Fetched& f, V* dst) const {
+    if (f.cval_mask == 0) {
+#pragma unroll
+      for (int l = 0; l < Loads; ++l) {
+        const int e = threadIdx.x + l * kThreads;
+        if (every_thread_within(l, Plane) || e < Plane) dst[e] = IO::key(f.raw[l]);
+      }
+      return;
+    }
 #pragma unroll
     for (int l = 0; l < Loads; ++l) {
       const int e = threadIdx.x + l * kThreads;
       if (every_thread_within(l, Plane) || e < Plane) dst[e] = f.cval_mask >> l & 1 ? cval : IO::key(f.raw[l]);
     }
   }
-  __device__ __forceinline__ void load(const BoxArgs& a, const BlockOrigin& o, int64_t m, V* dst) const {
+  __device__ __forceinline__ void load(const BoxArgs& a, const BlockOrigin& o, int32_t m, V* dst) const {
     store(fetch(a, o, m), dst);
   }
 };
@@ -470,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, kMedianMinBlocks<IO>) box_median_ker
   const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
   const PlaneKeys<IO, Shape::loads, Shape::plane, cols> planes(a, o);
-  auto load_plane = [&](int64_t m, V* dst) { planes.load(a, o, m, dst); };
+  auto load_plane = [&](int32_t m, V* dst) { planes.load(a, o, m, dst); };
 
   const int pair = threadIdx.x % (Shape::tile_cols / 2), row = threadIdx.x / (Shape::tile_cols / 2);
   const int64_t x = x0 + 2 * pair, r = row0 + row;
@@ -643,16 +676,16 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
   const BlockOrigin o = block_origin(a, Shape::tile_rows, Shape::tile_cols);
   const int64_t x0 = o.x0, row0 = o.row0, m0 = o.m0, m_end = o.m_end, out_base = o.out_base;
 
-  // Input planes are fetched into registers IO::kFetchAhead steps before
+  // Input planes are fetched into registers kAhead steps before
   // they are stored into `plane` and sorted: their loads are in flight
   // through the steps before. ncu, H100, 3x3x3 on 256^3, loads at the top
   // of each step: 5.5 of ~14 cycles between a warp's instructions waited on
   // them. One step ahead: uint16 0.196 -> 0.17 ms, uint8 0.183 -> 0.17,
   // float16 0.234 -> 0.215, float32 0.21 either way (its 64 MiB come from
-  // DRAM every call, uint16's stay in the 50 MB L2). How many: kFetchAhead
-  // of AnyIO and SameIO. Blocks of 32 planes instead of 16 changed nothing.
+  // DRAM every call, uint16's stay in the 50 MB L2). How many: kAhead
+  // below. Blocks of 32 planes instead of 16 changed nothing.
   const PlaneKeys<IO, Shape::loads, Shape::plane, row_cols> planes(a, o);
-  auto fetch_plane = [&](int64_t m) { return planes.fetch(a, o, m); };
+  auto fetch_plane = [&](int32_t m) { return planes.fetch(a, o, m); };
 
   // This thread's columns: e = threadIdx.x + c kThreads below
   // Shape::columns, at tile row e / row_cols and column e % row_cols (the
@@ -678,35 +711,45 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
     for (int i = 0; i < (KM - 1) * KP; ++i) held[c][i] = held[c][i + KP];
   };
 
-  // The pair of outputs this thread selects: tile row `row`, columns 2 pair, 2 pair + 1.
+  // The pair of outputs this thread selects: tile row `row`, columns 2 pair,
+  // 2 pair + 1, of plane m0, then of each next plane. Whether and how they
+  // are stored is decided once, outside the walk: the tests took ALU
+  // instructions every step, and the ALU pipe is the one the selection's
+  // min/max keep busy.
   const int pair = threadIdx.x % Shape::pairs, row = threadIdx.x / Shape::pairs;
   const int64_t x = x0 + 2 * pair, r = row0 + row;
-  auto store = [&](int64_t m, V first, V second) {  // outputs x and x + 1 of plane m
-    if (r < a.n[1] && x < a.n[2])
-      IO::store_pair(a, a.out + out_base + m * a.out_stride[0] + r * a.out_stride[1] + x * a.out_stride[2], first,
-                     second, x + 1 < a.n[2]);
+  const bool has_outputs = r < a.n[1] && x < a.n[2], both = x + 1 < a.n[2];
+  char* out = a.out + out_base + m0 * a.out_stride[0] + r * a.out_stride[1] + x * a.out_stride[2];
+  const bool joined = IO::joins_pairs(a, out);
+  auto store_outputs = [&](V first, V second) {
+    if (has_outputs) IO::store_pair(a, out, first, second, both, joined);
+    out += a.out_stride[0];
   };
   auto column = [&](int c, V (&v)[rows]) {  // column 2 pair + c of this thread's row
     sorted[c % 2].at[row][pair + c / 2].load(v);
   };
 
   // ahead[i]: input plane k + i, k the next one stored (the block's
-  // first plane m0 + lo[0], then one more a step).
-  constexpr int kAhead = IO::kFetchAhead;
+  // first plane m0 + lo[0], then one more a step). 3-D boxes fetch one
+  // plane ahead, whose loads are in flight through a whole step: two
+  // cost four moves a step to pass the planes along and the registers
+  // for a second one (H100, 3x3x3 float32 on 256^3: 0.155 -> 0.148 ms).
+  constexpr int kAhead = Shape::KP > 1 ? 1 : IO::kFetchAhead;
   decltype(fetch_plane(0)) ahead[kAhead];
 #pragma unroll
   for (int i = 0; i < kAhead; ++i) ahead[i] = fetch_plane(m0 + a.lo[0] + i);
-  auto store_next_plane = [&](int64_t k, int64_t end) {  // plane k into `plane`; plane k + kAhead fetched
+  auto store_next_plane = [&](int32_t k, int32_t end) {  // plane k into `plane`; plane k + kAhead fetched
     planes.store(ahead[0], plane);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i + 1 < kAhead; ++i) ahead[i] = ahead[i + 1];
     if (k + kAhead < end) ahead[kAhead - 1] = fetch_plane(k + kAhead);
   };
-  const int64_t planes_end = m_end + a.lo[0] + KM - 1;  // one past the last input plane read
+  // Plane indices in int32 (run_median): their tests take one ALU instruction each.
+  const int32_t planes_end = (int32_t)m_end + a.lo[0] + KM - 1;  // one past the last input plane read
 #pragma unroll
   for (int j = 0; j < KM - 1; ++j) {  // the first KM - 1 planes' runs
-    store_next_plane(m0 + a.lo[0] + j, planes_end);
+    store_next_plane((int32_t)m0 + a.lo[0] + j, planes_end);
 #pragma unroll
     for (int c = 0; c < thread_columns; ++c) {
       if (!has_column(c)) continue;
@@ -716,7 +759,7 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
     __syncthreads();
   }
 #pragma unroll 1
-  for (int64_t m = m0; m < m_end; ++m) {
+  for (int32_t m = (int32_t)m0; m < (int32_t)m_end; ++m) {  // run_median: n[0] <= INT32_MAX
     store_next_plane(m + a.lo[0] + KM - 1, planes_end);
 #pragma unroll
     for (int c = 0; c < thread_columns; ++c) {
@@ -732,7 +775,7 @@ __global__ void __launch_bounds__(kThreads, kColumnMinBlocks<IO, Shape>) box_col
     if (Shape::every_thread_has_outputs || row < Shape::tile_rows) {  // 2-D: the last few threads have none
       V first, second;
       Median::medians(column, first, second);
-      store(m, first, second);
+      store_outputs(first, second);
     }
   }
 }
@@ -884,6 +927,7 @@ bool run_median(BoxArgs a, cudaStream_t stream) {
   const std::optional<KeyKind> kind = key_kind(a.in_dtype);
   if (a.rank != (int64_t)a.extent[0] * a.extent[1] * a.extent[2] / 2 || !kind) return false;
   if (a.mode == Mode::Constant && !cval_is_exact(*kind, a.cval)) return false;
+  if (a.n[0] > INT32_MAX - 64) return false;  // plane indices in int32, halo included (PlaneKeys::fetch, the walk)
   bool launched = false;
   with_median_shape(a.extent, [&](auto shape) {
     using Shape = decltype(shape);
