@@ -76,30 +76,41 @@ struct Keys<KeyKind::UInt> {
   static __device__ double value(type k) { return k; }
 };
 
-template <>
-struct Keys<KeyKind::Float> {  // float16, bfloat16, float32: exact as float
-  using type = int32_t;
-  // Signed keys: a float's bits, all but the sign flipped for negative
-  // floats (flip_negative: its own inverse), then moved down by kShift,
-  // wrapping, which carries the negative NaNs (the keys just below -inf's)
-  // past every other key: every NaN ranks greatest, and a key maps back to
-  // its float's very bits. Both ways run on the FMA pipe, by integer
-  // multiply-adds, but for to_float's flip (two instructions): a key is made
-  // of every input element and read back for every output, and the ALU
-  // pipe is the one the selection's min/max keep busy (ncu, H100, 3x3x3
-  // float32: 77.5%). A test and a select that made NaNs canonical, and a
-  // flip, took four ALU instructions an input element before.
-  static constexpr uint32_t kShift = 0x7fffff;
+// Order keys of a float's bits, held in the high end of a 32-bit word
+// (float32: all of it; float16: the high half, the low half zero), as
+// signed integers: the bits, all but the sign flipped for negative floats
+// (flip_negative: its own inverse), then moved down by kShift, wrapping,
+// which takes the negative NaNs (the keys just below -inf's) past every
+// other key. Every NaN ranks greatest, and a key maps back to its float's
+// very bits. Both ways run on the FMA pipe, by integer multiply-adds, but
+// for bits()'s flip (two instructions): a key is made of every input
+// element and read back for every output, and the ALU pipe is the one the
+// selection's min/max keep busy (ncu, H100, 3x3x3 float32: 77.5%). A NaN
+// test and select and the flip took four ALU instructions an input element
+// before; H100, 3x3x3 on 256^3, with the changes beside it: float32 0.165
+// -> 0.148 ms.
+template <uint32_t kNegativeInfinity>
+struct FloatBitKeys {
+  static constexpr uint32_t kShift = (kNegativeInfinity ^ 0x7fffffffu) - 0x80000000u;  // -inf's key: INT32_MIN
   static __device__ __forceinline__ int32_t flip_negative(int32_t b) { return b ^ ((b >> 31) & 0x7fffffff); }
   // flip_negative(b) - kShift as b (1 - 2t) + t (2^31 - 1) - kShift, t the
   // sign bit of b (the high word of b x 2).
-  static __device__ type from_float(float f) {
-    const uint32_t b = __float_as_uint(f), t = __umulhi(b, 2 * kUnit);
+  static __device__ __forceinline__ int32_t key(uint32_t b) {
+    const uint32_t t = __umulhi(b, 2 * kUnit);
     return (int32_t)(b * (1 - 2 * t) + (t * 0x7fffffffu - kShift));
   }
-  static __device__ float to_float(type k) {
-    return __int_as_float(flip_negative((int32_t)((uint32_t)k * kUnit + kShift)));
+  static __device__ __forceinline__ uint32_t bits(int32_t k) {
+    return (uint32_t)flip_negative((int32_t)((uint32_t)k * kUnit + kShift));
   }
+};
+using Float32Keys = FloatBitKeys<0xff800000u>;
+using Float16Keys = FloatBitKeys<0xfc000000u>;  // a float16's bits << 16
+
+template <>
+struct Keys<KeyKind::Float> {  // float16, bfloat16, float32: exact as float
+  using type = int32_t;
+  static __device__ type from_float(float f) { return Float32Keys::key(__float_as_uint(f)); }
+  static __device__ float to_float(type k) { return __uint_as_float(Float32Keys::bits(k)); }
   static __device__ type from(double v) { return from_float((float)v); }
   static __device__ double value(type k) { return to_float(k); }
 };
@@ -151,17 +162,6 @@ struct AnyIO {
   }
 };
 
-// float16 bits as an order key, as Keys<Float> orders float32 (every NaN
-// greatest), and back (any NaN as the quiet one).
-constexpr int32_t kHalfNaNKey = 0xffff;
-__device__ __forceinline__ int32_t half_key(uint16_t h) {
-  if ((h & 0x7fffu) > 0x7c00u) return kHalfNaNKey;
-  return h >> 15 ? ~h & 0xffff : h | 0x8000;
-}
-__device__ __forceinline__ uint16_t half_of_key(int32_t k) {
-  return k == kHalfNaNKey ? 0x7e00 : k >> 15 ? k & 0x7fff : ~k & 0xffff;
-}
-
 template <DType T>
 struct SameIO {
   static_assert(T == DType::Float32 || T == DType::Float16 || T == DType::UInt8 || T == DType::UInt16 ||
@@ -191,14 +191,14 @@ struct SameIO {
     if constexpr (T == DType::Float32) {
       return Key::from_float(s);
     } else if constexpr (T == DType::Float16) {
-      return half_key(s);
+      return Float16Keys::key((uint32_t)s << 16);
     } else {
       return s;
     }
   }
   static __device__ __forceinline__ S value(V k) {
     if constexpr (T == DType::Float32) return Key::to_float(k);
-    else if constexpr (T == DType::Float16) return half_of_key(k);
+    else if constexpr (T == DType::Float16) return (S)(Float16Keys::bits(k) >> 16);
     else return (S)k;
   }
   static __device__ __forceinline__ V cval_key(double cval) {
