@@ -239,6 +239,23 @@ def test_box_chains_of_any_size(shape, dtype, rng):
             check("minimum_filter", x, size=size, mode=mode, cval=cval)
 
 
+@pytest.mark.parametrize("shape", [(33, 40, 75), (300, 270)])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "float16"])
+def test_box_chains_with_a_cval_outside_the_dtype(shape, dtype, rng):
+    """A constant mode whose cval is no value of the dtype (below an unsigned
+    dtype's zero, past a signed one's maximum, or not a float16): a pass's
+    minima, maxima and means then leave the dtype and must be stored as
+    scipy stores them (wrapped, rounded) before the next pass reads them,
+    and an unsigned dtype's sums may be negative. Box chains that read only
+    values of their dtype skip both (fused_kernel with the kind fixed)."""
+    cval = {"uint8": -5.0, "uint16": -300.0, "int8": 128.0, "int16": 32768.0, "float16": 0.1}[dtype]
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    for size in (3, 5, [3, 5, 7][: len(shape)]):
+        check("uniform_filter", x, size, mode="constant", cval=cval)
+        check("maximum_filter", x, size=size, mode="constant", cval=cval)
+        check("minimum_filter", x, size=size, mode="constant", cval=cval)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_long_passes_small_integer_fast_sums(dtype, rng):
     """The long-pass kernels (25 and 33 taps, along either axis) sum 8-bit

@@ -143,11 +143,21 @@ struct Arith<int32_t> {  // 8-bit and 16-bit integer chains (FusedPlan::int32_ch
 // mix them (sobel, prewitt) without a branch.
 constexpr int kEitherSymmetry = 2;
 
-template <LineKind K, int SYMMETRY = 0>
+// NON_NEGATIVE (box chains of unsigned integers summed in int32): no sum is
+// negative, so that a mean is one multiply's high word (apply_kind).
+template <LineKind K, int SYMMETRY = 0, bool NON_NEGATIVE = false>
 struct KindOf {
   static constexpr LineKind kind = K;
   static constexpr int symmetry = SYMMETRY;
+  static constexpr bool non_negative = NON_NEGATIVE;
 };
+
+// ceil(2^32 / N): for 0 <= s < 2^32 / N, the high word of s times it is
+// s / N truncated (s / N + s e / (N 2^32) with e = 2^32 mod N's complement,
+// below N: the excess stays under 1/N, and s / N's fraction is at most
+// (N - 1) / N). Sums of N unsigned 16-bit values qualify while N^2 <= 2^16.
+template <int N>
+constexpr uint32_t kCeilReciprocal = (uint32_t)(((1ull << 32) + N - 1) / N);
 
 template <class F>
 __device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
@@ -221,9 +231,19 @@ __device__ __forceinline__ Acc apply_kind(const FusedPass& p, const Tap& x) {
     // 3: 8192^2 0.220 -> 0.146 ms, 256^3 0.142 -> 0.102; a run-time divisor
     // divided as integers was slower than in double: uniform 5 0.349 ->
     // 0.366).
-    if constexpr (std::is_same_v<Acc, float>) return sum * p.inverse_size;
-    else if constexpr (std::is_integral_v<Acc> && TAPS > 0) return sum / TAPS;
-    else return (Acc)(sum / p.size);  // an int32 sum: truncated, as the chain stores it
+    // Unsigned data's sums divide by the high word of one multiply (on the
+    // FMA pipe), where a signed division takes three instructions, two of
+    // them the ALU's.
+    if constexpr (std::is_same_v<Acc, float>) {
+      return sum * p.inverse_size;
+    } else if constexpr (std::is_integral_v<Acc> && TAPS > 0 && K::non_negative) {
+      static_assert(TAPS * TAPS <= 65536, "sums of TAPS 16-bit values below 2^32 / TAPS");
+      return (Acc)__umulhi((uint32_t)sum, kCeilReciprocal<TAPS>);
+    } else if constexpr (std::is_integral_v<Acc> && TAPS > 0) {
+      return sum / TAPS;
+    } else {
+      return (Acc)(sum / p.size);  // an int32 sum: truncated, as the chain stores it
+    }
   } else {  // scipy's rule: replaced only by a strictly smaller (larger) value
     Acc v = x(0);
 #pragma unroll
@@ -361,6 +381,18 @@ __device__ __forceinline__ void store_column(const FusedPass& p, const Acc (&v)[
 template <class Acc, bool INTEGER>
 using HeldOf = std::conditional_t<INTEGER, int32_t, Acc>;
 
+// Whether a pass of kind K (KindOf; void: any) of a box chain that reads
+// only values of T (launch_box_chain) keeps its results values of T, so
+// that rounding them to T changes nothing: a minimum or maximum is one of
+// its taps, and a mean of integers summed in int32, truncated, lies within
+// its taps' range.
+template <class K, class Acc>
+constexpr bool kKeepsValues = [] {
+  if constexpr (std::is_void_v<K>) return false;
+  else return K::kind == LineKind::Minimum || K::kind == LineKind::Maximum ||
+              (K::kind == LineKind::Uniform && std::is_integral_v<Acc>);
+}();
+
 // v, a pass's sum in Acc, as the chain stores it (rounded to T), held as Held.
 template <DType T, class Held, class Acc>
 __device__ __forceinline__ Held held_result(Acc v) {
@@ -371,6 +403,15 @@ __device__ __forceinline__ Held held_result(Acc v) {
     store_from_double<T>(reinterpret_cast<char*>(&s), (double)v);
     return as_acc<T, Held>(s);
   }
+}
+
+// held_result of a pass of kind K: v itself where the kind keeps T's values
+// (an ALU instruction or two an output spared: the wrap to 8 or 16 bits,
+// float16's two conversions).
+template <DType T, class Held, class K, class Acc>
+__device__ __forceinline__ Held kept_result(Acc v) {
+  if constexpr (kKeepsValues<K, Acc> && std::is_same_v<Held, Acc>) return v;
+  else return held_result<T, Held>(v);
 }
 
 // A correlation of 16-bit integers held in double (FusedPass::fma_sums):
@@ -624,7 +665,7 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
           return my_ring[slot * columns + j * kThreads];
         }
       };
-      const Held v = p0.taps ? held_result<T, Held>(apply_pass_as<Acc, TAPS, K>(p0, tap)) : tap(0);
+      const Held v = p0.taps ? kept_result<T, Held, K>(apply_pass_as<Acc, TAPS, K>(p0, tap)) : tap(0);
       A[threadIdx.x + j * kThreads] = (m.cval_rows >> j & 1u) ? cval : v;
     }
     __syncthreads();
@@ -637,7 +678,7 @@ __global__ void __launch_bounds__(kThreads, std::is_void_v<K> ? 3 : 4) fused_ker
       const Held* column = A + e;  // A[(ty + k) * HX + cx] = column[k * HX]
       Held v;
       if (m.cval_b >> i & 1u) v = cval;
-      else if (p1.taps) v = held_result<T, Held>(apply_pass_as<Acc, TAPS, K>(p1, [&](int k) { return column[k * HX]; }));
+      else if (p1.taps) v = kept_result<T, Held, K>(apply_pass_as<Acc, TAPS, K>(p1, [&](int k) { return column[k * HX]; }));
       else v = column[0];
       B[e] = v;
     }
@@ -1612,6 +1653,7 @@ struct FusedPlan {
   bool eight_bit_float;  // 8-bit data summed in float, exactly (pass_results; 2-D tiles, long passes, blocked_kernel)
   bool int32_chain;      // 8/16-bit integer chains of box passes and integer weights summed in int32 (int32_sums)
   bool integer_held;     // other chains of small_integers: held in int32, summed in double
+  bool cval_is_value;    // no pass reads cval, or cval is a value of the dtype (box_chain_keeps_values)
 };
 
 FusedPass fused_pass(const LinePass& pass) {
@@ -1679,11 +1721,26 @@ double small_integer_magnitude(DType t) {
 // at most the dtype's magnitude only: a cval, where a pass extends with it,
 // that is such an integer. What int32 holds exactly, and what the margins
 // of float and fused sums are bounded by.
+bool extends_with_cval(const FusedArgs& a) {
+  return std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; });
+}
+
 bool small_integer_values(DType dtype, double cval, const FusedArgs& a) {
   const double magnitude = small_integer_magnitude(dtype);
-  const bool extends_with_cval =
-      std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; });
-  return magnitude > 0 && (!extends_with_cval || (cval == std::floor(cval) && std::fabs(cval) <= magnitude));
+  return magnitude > 0 && (!extends_with_cval(a) || (cval == std::floor(cval) && std::fabs(cval) <= magnitude));
+}
+
+// True when a box chain of this dtype reads only values of the dtype: no
+// pass extends with cval, or cval is one (float32: any, as its chains never
+// round between passes). Its minima, maxima and integer means are then
+// values of the dtype too, kept without a rounding (kKeepsValues), and
+// unsigned data's sums are never negative (KindOf::non_negative).
+bool box_chain_keeps_values(DType dtype, double cval, const FusedArgs& a) {
+  if (!extends_with_cval(a) || dtype == DType::Float32) return true;
+  if (dtype == DType::Float16) return (double)half_bits_to_float(float_to_half_bits((float)cval)) == cval;
+  const bool is_signed = dtype == DType::Int8 || dtype == DType::Int16;
+  const double highest = small_integer_magnitude(dtype), lowest = is_signed ? -highest : 0.0;  // int8: magnitude 128
+  return highest > 0 && cval == std::floor(cval) && cval >= lowest && cval <= (is_signed ? highest - 1 : highest);
 }
 
 // True when a chain over 8-bit data of small_integer_values may be summed
@@ -1804,6 +1861,7 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
   plan.eight_bit_float =
       plan.small_integers && !(plan.int32_chain && sums_values(a)) && eight_bit_float_sums(in.dtype, a);
   plan.integer_held = plan.small_integers && !plan.int32_chain;
+  plan.cval_is_value = box_chain_keeps_values(in.dtype, cval, a);
   return true;
 }
 
@@ -1895,16 +1953,22 @@ bool symmetric_pairs(const FusedArgs& a) {
 }
 
 // Box chains (every pass uniform, or every pass a minimum or a maximum) of
-// float32, float16 and 8-bit and 16-bit integers held narrow, TAPS taps a
-// pass (0: known at run time), by fused_kernel with their kind fixed: no
-// kind switched on at each output; false for other chains.
+// float32, float16 and 8-bit and 16-bit integers held narrow that read only
+// values of their dtype (FusedPlan::cval_is_value), TAPS taps a pass (0:
+// known at run time), by fused_kernel with their kind fixed: no kind
+// switched on at each output, no rounding between passes (kKeepsValues);
+// false for other chains.
 template <DType T, int TAPS>
 bool launch_box_chain(const FusedPlan& plan, cudaStream_t stream) {
   constexpr bool narrow_float = T == DType::Float32 || T == DType::Float16;
   if constexpr (narrow_float || kSmallInteger<T>) {
-    if (!(narrow_float ? plan.float_sums : plan.int32_chain)) return false;
+    if (!(narrow_float ? plan.float_sums : plan.int32_chain) || !plan.cval_is_value) return false;
     switch (shared_box_kind(plan.args)) {
-      case LineKind::Uniform: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Uniform>>, plan, stream); return true;
+      case LineKind::Uniform: {
+        constexpr bool unsigned_sums = T == DType::UInt8 || T == DType::UInt16;
+        launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Uniform, 0, unsigned_sums>>, plan, stream);
+        return true;
+      }
       case LineKind::Minimum: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Minimum>>, plan, stream); return true;
       case LineKind::Maximum: launch(fused_kernel<T, TAPS, true, KindOf<LineKind::Maximum>>, plan, stream); return true;
       default: break;
