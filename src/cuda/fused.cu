@@ -152,10 +152,11 @@ struct KindOf {
   static constexpr bool non_negative = NON_NEGATIVE;
 };
 
-// ceil(2^32 / N): for 0 <= s < 2^32 / N, the high word of s times it is
-// s / N truncated (s / N + s e / (N 2^32) with e = 2^32 mod N's complement,
-// below N: the excess stays under 1/N, and s / N's fraction is at most
-// (N - 1) / N). Sums of N unsigned 16-bit values qualify while N^2 <= 2^16.
+// ceil(2^32 / N) = (2^32 + e) / N with 0 <= e < N, so that s times it,
+// over 2^32, is s / N + s e / (N 2^32): for s < 2^32 / N the excess is
+// below 1/N, while the fraction of s / N is at most (N - 1) / N, and the
+// product's high word is s / N truncated. Sums of N unsigned 16-bit values
+// stay below 2^32 / N while N^2 <= 2^16.
 template <int N>
 constexpr uint32_t kCeilReciprocal = (uint32_t)(((1ull << 32) + N - 1) / N);
 
@@ -1717,14 +1718,15 @@ double small_integer_magnitude(DType t) {
   }
 }
 
-// True for 8-bit and 16-bit integer data whose chain `a` reads integers of
-// at most the dtype's magnitude only: a cval, where a pass extends with it,
-// that is such an integer. What int32 holds exactly, and what the margins
-// of float and fused sums are bounded by.
+// True when some pass of the chain extends its lines with cval.
 bool extends_with_cval(const FusedArgs& a) {
   return std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; });
 }
 
+// True for 8-bit and 16-bit integer data whose chain `a` reads integers of
+// at most the dtype's magnitude only: a cval, where a pass extends with it,
+// that is such an integer. What int32 holds exactly, and what the margins
+// of float and fused sums are bounded by.
 bool small_integer_values(DType dtype, double cval, const FusedArgs& a) {
   const double magnitude = small_integer_magnitude(dtype);
   return magnitude > 0 && (!extends_with_cval(a) || (cval == std::floor(cval) && std::fabs(cval) <= magnitude));
