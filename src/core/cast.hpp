@@ -144,4 +144,12 @@ decltype(auto) dispatch_real_or_bfloat16(DType t, Args&&... args) {
   return dispatch_real_dtype<Fn>(t, static_cast<Args&&>(args)...);
 }
 
+// True when v is exactly a value of dtype t (a real dtype or bfloat16):
+// stored as t, as scipy casts, and read back, it is v (never for NaN).
+inline bool is_value_of(DType t, double v) {
+  alignas(16) char element[16];
+  dispatch_real_or_bfloat16<StoreFromDouble>(t, element, v);
+  return load_any_as_double(t, element) == v;
+}
+
 }  // namespace gpufilt

@@ -183,8 +183,8 @@ struct SameIO {
   };
 
   static bool applies(const BoxArgs& a) {
-    const bool cval_exact = T != DType::Float16 || a.mode != Mode::Constant || std::isnan(a.cval) ||
-                            (double)half_bits_to_float(float_to_half_bits((float)a.cval)) == a.cval;
+    const bool cval_exact =
+        T != DType::Float16 || a.mode != Mode::Constant || std::isnan(a.cval) || is_value_of(T, a.cval);
     return a.in_dtype == T && a.out_dtype == T && a.in_aligned && a.out_aligned && cval_exact;
   }
   static __device__ __forceinline__ V key(S s) {

@@ -1738,11 +1738,7 @@ bool small_integer_values(DType dtype, double cval, const FusedArgs& a) {
 // values of the dtype too, kept without a rounding (kKeepsValues), and
 // unsigned data's sums are never negative (KindOf::non_negative).
 bool box_chain_keeps_values(DType dtype, double cval, const FusedArgs& a) {
-  if (!extends_with_cval(a) || dtype == DType::Float32) return true;
-  if (dtype == DType::Float16) return (double)half_bits_to_float(float_to_half_bits((float)cval)) == cval;
-  const bool is_signed = dtype == DType::Int8 || dtype == DType::Int16;
-  const double highest = small_integer_magnitude(dtype), lowest = is_signed ? -highest : 0.0;  // int8: magnitude 128
-  return highest > 0 && cval == std::floor(cval) && cval >= lowest && cval <= (is_signed ? highest - 1 : highest);
+  return !extends_with_cval(a) || dtype == DType::Float32 || is_value_of(dtype, cval);
 }
 
 // True when a chain over 8-bit data of small_integer_values may be summed
