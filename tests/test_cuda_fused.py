@@ -273,6 +273,35 @@ def test_long_passes_small_integer_fast_sums(dtype, rng):
             check("gaussian_filter1d", x, sigma, axis=axis, mode="reflect", order=1)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_eight_bit_correlations_of_any_weights(dtype, rng):
+    """8-bit correlations sum in float within a margin of scipy's double sum
+    (the 2-D tiles, blocked_kernel's 9-tap 3-D chains, the long passes) and
+    again in double near a step. Weights without symmetry, not summing to 1,
+    small and large (a wider margin: more outputs summed again), negative
+    ones, flat regions whose sums land on integers, extreme values: bit for
+    bit the CPU's results."""
+    info = np.iinfo(dtype)
+    plane = random_array(rng, (140, 270), dtype)
+    plane[30:80, 40:200] = 77
+    plane[100:, :50] = np.where(rng.integers(0, 2, (40, 50)) == 1, info.max, info.min)
+    volume = random_array(rng, (36, 41, 70), dtype)
+    volume[:, 10:18] = info.max
+    volume[20:26] = 77
+    for taps in (9, 17, 25):
+        w = rng.uniform(0.0, 1.0, taps)
+        for weights in (w / w.sum(), 1.7 * w / w.sum(), w - 0.3 * w.mean(), 9.0 * w / w.sum()):
+            for axis in (0, 1):
+                check("correlate1d", cupy.asarray(plane), weights, axis=axis, mode="reflect")
+                check("correlate1d", cupy.asarray(plane), weights, axis=axis, mode="constant",
+                      cval=float(info.min + 2))
+    for sigma in (1.0, [1.0, 1.0, 1.0]):
+        check("gaussian_filter", cupy.asarray(volume), sigma, mode="nearest")
+        check("gaussian_filter", cupy.asarray(volume), sigma, mode="constant", cval=float(info.max - 1))
+    check("gaussian_filter", cupy.asarray(volume), 1.0, order=[0, 1, 0], mode="mirror")
+    check("gaussian_filter", cupy.asarray(plane), 2.0, order=[1, 0], mode="wrap")
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 def test_2d_small_integers_many_tiles(dtype, rng):
     """Hundreds of tiles inside the array (staged input; for 8-bit data the

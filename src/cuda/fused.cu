@@ -484,7 +484,9 @@ __device__ __forceinline__ uint32_t rounded_results(const FusedPass& p, const Ta
 // unless an integer lies that near). 16-bit integers summed with fused
 // multiply-adds likewise (fma_results), where FMA_SUMS: the long-pass
 // kernels; in plane_kernel's tiles ptxas moved each weight into registers
-// for every fused multiply-add, and uint16 went 0.39 -> 0.44 ms (H100).
+// for every fused multiply-add, and uint16 went 0.39 -> 0.44 ms (H100);
+// in blocked_kernel the settling of each output's bit, inlined, spilled
+// (256^3 uint16 sigma 1: 0.260 -> 0.266-0.273 ms).
 // Returns those outputs as bits (bit i: output i), result[i] holding the
 // fast sum's value meanwhile. The test is made for the N outputs at once,
 // one branch for all, instead of a branch an output (ncu: a sixth of an
@@ -2111,7 +2113,13 @@ struct BlockedLauncher {
 // uint16 gaussian of sigma 2) about one output in ten needed the double sum
 // again, which cost more than the double sums saved (H100, 8192^2 uint16:
 // 0.414 -> 0.583 ms); summed exactly in 64-bit fixed point, their widening
-// multiply-adds cost more than double's (0.39 -> 0.52 ms).
+// multiply-adds cost more than double's (0.39 -> 0.52 ms). 8-bit
+// correlations summed exactly in int32 fixed point (two shifts for the
+// integer part and the fraction instead of a truncation, a distance and a
+// conversion back) were slower too where the taps are many: IMAD has half
+// of the FMA pipe, FFMA all of it (H100, uint8 gaussian: 256^3 sigma 1
+// 0.159 -> 0.171 ms, 8192^2 sigma 2 0.270 -> 0.287; faster only with 9
+// taps on 8192^2, 0.207 -> 0.19, and in the long passes, 0.297 -> 0.282).
 template <DType T, class F>
 bool with_accumulator(const FusedPlan& plan, const F& f) {
   if constexpr (T == DType::Float32 || T == DType::Float16) {
