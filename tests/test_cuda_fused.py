@@ -277,10 +277,12 @@ def test_long_passes_small_integer_fast_sums(dtype, rng):
 def test_eight_bit_correlations_of_any_weights(dtype, rng):
     """8-bit correlations sum in float within a margin of scipy's double sum
     (the 2-D tiles, blocked_kernel's 9-tap 3-D chains, the long passes) and
-    again in double near a step. Weights without symmetry, not summing to 1,
-    small and large (a wider margin: more outputs summed again), negative
-    ones, flat regions whose sums land on integers, extreme values: bit for
-    bit the CPU's results."""
+    again in double near a step. Weights with and without symmetry, not
+    summing to 1, small and large (a wider margin: more outputs summed
+    again), negative ones, flat regions whose sums land on integers, extreme
+    values; symmetric passes whose sums stay in the dtype skip the wrap back
+    into it (FusedPass::in_range), those whose sums or cval leave it keep it.
+    Bit for bit the CPU's results."""
     info = np.iinfo(dtype)
     plane = random_array(rng, (140, 270), dtype)
     plane[30:80, 40:200] = 77
@@ -288,16 +290,21 @@ def test_eight_bit_correlations_of_any_weights(dtype, rng):
     volume = random_array(rng, (36, 41, 70), dtype)
     volume[:, 10:18] = info.max
     volume[20:26] = 77
+    outside = -200.0 if dtype == "uint8" else 128.0  # a cval beyond the dtype, within its magnitude
     for taps in (9, 17, 25):
         w = rng.uniform(0.0, 1.0, taps)
-        for weights in (w / w.sum(), 1.7 * w / w.sum(), w - 0.3 * w.mean(), 9.0 * w / w.sum()):
+        even = w + w[::-1]
+        for weights in (w / w.sum(), 1.7 * w / w.sum(), w - 0.3 * w.mean(), 9.0 * w / w.sum(),
+                        even / even.sum(), 1.02 * even / even.sum()):
             for axis in (0, 1):
                 check("correlate1d", cupy.asarray(plane), weights, axis=axis, mode="reflect")
-                check("correlate1d", cupy.asarray(plane), weights, axis=axis, mode="constant",
-                      cval=float(info.min + 2))
+                for cval in (float(info.min + 2), outside):
+                    check("correlate1d", cupy.asarray(plane), weights, axis=axis, mode="constant", cval=cval)
     for sigma in (1.0, [1.0, 1.0, 1.0]):
         check("gaussian_filter", cupy.asarray(volume), sigma, mode="nearest")
         check("gaussian_filter", cupy.asarray(volume), sigma, mode="constant", cval=float(info.max - 1))
+        check("gaussian_filter", cupy.asarray(volume), sigma, mode="constant", cval=outside)
+    check("gaussian_filter", cupy.asarray(plane), 2.0, mode="constant", cval=outside)
     check("gaussian_filter", cupy.asarray(volume), 1.0, order=[0, 1, 0], mode="mirror")
     check("gaussian_filter", cupy.asarray(plane), 2.0, order=[1, 0], mode="wrap")
 

@@ -67,6 +67,7 @@ struct FusedPass {
   int32_t weights_i[kMaxLongTaps] = {};  // the same where integers, for int32 sums (FusedPlan::int32_chain)
   float margin = 0;                // 8-bit data summed in float: see fast_results
   float far_margin = 1.0f;         // 1 - margin, rounded down (fast_results)
+  bool in_range = false;           // and no truncated sum leaves the dtype (eight_bit_float_sums)
   // 16-bit integer data summed in double with fused multiply-adds
   // (fma_results), and its margin in 2^-32 units (integer_fma_margin)
   bool fma_sums = false;
@@ -145,11 +146,15 @@ constexpr int kEitherSymmetry = 2;
 
 // NON_NEGATIVE (box chains of unsigned integers summed in int32): no sum is
 // negative, so that a mean is one multiply's high word (apply_kind).
-template <LineKind K, int SYMMETRY = 0, bool NON_NEGATIVE = false>
+// IN_RANGE (FusedPass::in_range; with_kind's RANGED): no truncated sum of
+// 8-bit data summed in float leaves the dtype, so none is wrapped back into
+// it (fast_results).
+template <LineKind K, int SYMMETRY = 0, bool NON_NEGATIVE = false, bool IN_RANGE = false>
 struct KindOf {
   static constexpr LineKind kind = K;
   static constexpr int symmetry = SYMMETRY;
   static constexpr bool non_negative = NON_NEGATIVE;
+  static constexpr bool in_range = IN_RANGE;
 };
 
 // ceil(2^32 / N) = (2^32 + e) / N with 0 <= e < N, so that s times it,
@@ -160,10 +165,16 @@ struct KindOf {
 template <int N>
 constexpr uint32_t kCeilReciprocal = (uint32_t)(((1ull << 32) + N - 1) / N);
 
-template <class F>
+// RANGED: the kernel sums 8-bit data in float, and symmetric correlations
+// whose sums stay in the dtype get a kind of their own (KindOf::in_range);
+// a chain's pass takes one kind or the other, so its loop runs one copy.
+template <bool RANGED = false, class F>
 __device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
   switch (p.kind) {
     case LineKind::Correlate:
+      if constexpr (RANGED) {
+        if (p.symmetry > 0 && p.in_range) return f(KindOf<LineKind::Correlate, 1, false, true>{});
+      }
       if (p.symmetry > 0) return f(KindOf<LineKind::Correlate, 1>{});
       if (p.symmetry < 0) return f(KindOf<LineKind::Correlate, -1>{});
       return f(KindOf<LineKind::Correlate, 0>{});
@@ -280,6 +291,10 @@ template <DType T>
 constexpr bool kSixteenBitInteger = T == DType::UInt16 || T == DType::Int16;
 template <DType T>
 constexpr bool kSmallInteger = kEightBit<T> || kSixteenBitInteger<T>;
+// 8-bit data summed in float (FusedPlan::eight_bit_float): exact by its
+// margins (fast_results); its kernels take with_kind's ranged kinds.
+template <DType T, class Acc>
+constexpr bool kEightBitFloat = kEightBit<T> && std::is_same_v<Acc, float>;
 
 // The type a dtype's passes are summed in (see Arith): double, or where
 // NARROW float for float32/float16 chains that may sum in float
@@ -313,7 +328,7 @@ __device__ __forceinline__ typename storage<T>::type storage_of(Acc v) {
     return (S)v;  // the low 8 or 16 bits, as through int64
   } else if constexpr (kSixteenBitInteger<T> && std::is_same_v<Acc, double>) {
     return (S)__double2loint(v + 0x1.8p52);  // an integer below 2^31: its two's complement, an add
-  } else if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) {
+  } else if constexpr (kEightBitFloat<T, Acc>) {
     return (S)__float_as_int(v + 12582912.0f);
   } else if constexpr (kEightBit<T>) {
     return (S)(int32_t)v;
@@ -492,10 +507,12 @@ __device__ __forceinline__ uint32_t rounded_results(const FusedPass& p, const Ta
 // one branch for all, instead of a branch an output (ncu: a sixth of an
 // 8-bit tile's instructions were those branches; 2-D gaussian on 8192^2
 // uint8 0.629 -> 0.609 ms on the H100); one truncation an output, the
-// distance to the integers from it.
+// distance to the integers from it, and its wrap back into the byte unless
+// the pass's kind is in_range (gaussians: H100, uint8 sigma 2 on 8192^2
+// 0.271-0.275 -> 0.250-0.260 ms, sigma 1 on 256^3 0.164-0.172 -> 0.149-0.159).
 template <DType T, int TAPS, class K, bool FMA_SUMS = true, class Acc, int N, class Tap>
 __device__ __forceinline__ uint32_t fast_results(const FusedPass& p, const Tap& x, Acc (&result)[N]) {
-  if constexpr (kEightBit<T> && std::is_same_v<Acc, float> && K::kind == LineKind::Correlate) {
+  if constexpr (kEightBitFloat<T, Acc> && K::kind == LineKind::Correlate) {
     static_assert(N <= 32, "one bit an output");
     uint32_t near_step = 0;
 #pragma unroll
@@ -503,7 +520,8 @@ __device__ __forceinline__ uint32_t fast_results(const FusedPass& p, const Tap& 
       const float sum = apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); });
       const float whole = truncf(sum), part = fabsf(sum - whole);  // exact: |whole| <= |sum| < |whole| + 1
       near_step |= (uint32_t)(part < p.margin || part > p.far_margin) << i;
-      result[i] = wrapped_8bit<T>(whole);
+      if constexpr (K::in_range) result[i] = whole;  // a value of T already: four instructions spared
+      else result[i] = wrapped_8bit<T>(whole);
     }
     return near_step;
   } else if constexpr (FMA_SUMS && kSixteenBitInteger<T> && std::is_same_v<Acc, double> &&
@@ -833,7 +851,7 @@ using BlockedHeld = HeldOf<Acc, std::is_same_v<Acc, double>>;
 // summed in Acc and rounded.
 template <DType T, int TAPS, class K, class Acc, class Held, int N, class Tap>
 __device__ __forceinline__ void blocked_results(const FusedPass& p, const Tap& x, Held (&result)[N]) {
-  if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) {
+  if constexpr (kEightBitFloat<T, Acc>) {
     pass_results<T, TAPS, K>(p, x, result);
   } else {
 #pragma unroll
@@ -893,7 +911,7 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     }
 
     // pass 0: Z planes of the thread's own columns
-    with_kind(p0, [&](auto kind) {
+    with_kind<kEightBitFloat<T, Acc>>(p0, [&](auto kind) {
 #pragma unroll
       for (int j = 0; j < J; ++j) {
         if (!owns(j)) continue;
@@ -910,7 +928,7 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     __syncthreads();
 
     // pass 1: item (plane dz, row segment, column hx) -> kRows1 rows of B
-    with_kind(p1, [&](auto kind) {
+    with_kind<kEightBitFloat<T, Acc>>(p1, [&](auto kind) {
 #pragma unroll
       for (int i = 0; i < G::kRounds1; ++i) {
         const int e = threadIdx.x + i * kThreads;
@@ -938,7 +956,7 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     // pass 2: quads of kQuad neighbouring outputs of a row (dz * TY + ty),
     // each from values of B read as 16-byte vectors, stored as one vector
     // where the rows allow it (a.run_stores)
-    with_kind(p2, [&](auto kind) {
+    with_kind<kEightBitFloat<T, Acc>>(p2, [&](auto kind) {
 #pragma unroll
       for (int i = 0; i < G::kRounds2; ++i) {
         const int g = threadIdx.x + i * kThreads, zy = g / (G::TX / G::kQuad), qx = g % (G::TX / G::kQuad) * G::kQuad;
@@ -1134,7 +1152,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
         }
       }
       if (p0.taps) {
-        with_kind(p0, [&](auto kind) {
+        with_kind<kEightBitFloat<T, Acc>>(p0, [&](auto kind) {
           using K = decltype(kind);
           Acc results[R];
           auto tap = [&](int r, int k) { return v[r + k]; };
@@ -1157,7 +1175,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
   __syncthreads();
 
   // 2. pass 1: Q outputs of a row, stored
-  with_kind(p1, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>>(p1, [&](auto kind) {
     for (int g = threadIdx.x; g < G::kQuads; g += kThreads) {
       const int ty = g / (TX / Q), tx = g % (TX / Q) * Q;
       const int64_t y = y0 + ty, x = x0 + tx;
@@ -1469,7 +1487,7 @@ __global__ void __launch_bounds__(ColumnGeometry<Acc>::kThreads, ColumnGeometry<
   Acc window[W];
   load(top, window);
   const int outputs = (int)min((int64_t)G::kSegment, n - first);
-  with_kind(p, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>>(p, [&](auto kind) {
 #pragma unroll 1
     for (int c0 = 0; c0 < outputs; c0 += C) {
       Acc next[C];
@@ -1548,7 +1566,7 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
 
   const int tx = threadIdx.x * Q;
   const int64_t x = x0 + tx;
-  with_kind(p, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>>(p, [&](auto kind) {
 #pragma unroll 1
     for (int r = 0; r < row_count; ++r) {
       const int64_t out_row = fetched_out;  // row r's, before fetch moves on to row r + 1
@@ -1746,10 +1764,26 @@ bool box_chain_keeps_values(DType dtype, double cval, const FusedArgs& a) {
   return !extends_with_cval(a) || dtype == DType::Float32 || is_value_of(dtype, cval);
 }
 
+// True when no truncated sum of correlation p, over values in [lo, hi],
+// leaves the dtype's range [least, most]: the exact sum lies between the
+// sums of each weight's smaller and larger product, the float sum within
+// p.margin of it (and these sums within far less than the slack of theirs).
+bool sums_stay_in_range(const FusedPass& p, double lo, double hi, double least, double most) {
+  double low = 0, high = 0, total = 0;
+  for (int k = 0; k < p.taps; ++k) {
+    low += std::min(p.weights[k] * lo, p.weights[k] * hi);
+    high += std::max(p.weights[k] * lo, p.weights[k] * hi);
+    total += std::fabs(p.weights[k]);
+  }
+  const double slack = p.margin + 0x1p-30 * (1.0 + total * std::max(std::fabs(lo), std::fabs(hi)));
+  return std::trunc(low - slack) >= least && std::trunc(high + slack) <= most;  // false for NaN
+}
+
 // True when a chain over 8-bit data of small_integer_values may be summed
 // in float (pass_results): correlations with a margin whose sums stay below
 // 2^22 (storage_of), minima and maxima (exact in float). Sets each
-// correlation's margins.
+// correlation's margins, and whether its sums stay in the dtype (values of
+// the dtype, and cval where the pass extends with it: FusedPass::in_range).
 bool eight_bit_float_sums(DType dtype, FusedArgs& a) {
   if (dtype != DType::UInt8 && dtype != DType::Int8) return false;
   for (FusedPass& p : a.pass) {
@@ -1762,6 +1796,10 @@ bool eight_bit_float_sums(DType dtype, FusedArgs& a) {
     // 1 - part, is below the margin: part > 1 - margin, rounded down so as
     // to flag at least those (a margin of 0, exact sums, flags none).
     p.far_margin = p.margin > 0 ? std::nextafter((float)(1.0 - p.margin), 0.0f) : 1.0f;
+    const double least = dtype == DType::UInt8 ? 0 : -128, most = dtype == DType::UInt8 ? 255 : 127;
+    const bool with_cval = p.mode == Mode::Constant;
+    p.in_range = sums_stay_in_range(p, with_cval ? std::min(least, a.cval) : least,
+                                    with_cval ? std::max(most, a.cval) : most, least, most);
   }
   return true;
 }
@@ -2248,7 +2286,7 @@ struct LastAxisFirstLauncher {
       if (shared_taps(plan.args) != 3) return false;
       return with_accumulator<T>(plan, [&](auto acc) {
         using Acc = decltype(acc);
-        if constexpr (kEightBit<T> && std::is_same_v<Acc, float>) return false;
+        if constexpr (kEightBitFloat<T, Acc>) return false;
         else return ndim == 2 ? launch_2d<Acc>(plan.args, stream) : launch_3d<Acc>(plan, stream);
       });
     }
