@@ -148,7 +148,7 @@ constexpr int kEitherSymmetry = 2;
 // negative, so that a mean is one multiply's high word (apply_kind).
 // IN_RANGE (FusedPass::in_range; with_kind's RANGED): no truncated sum of
 // 8-bit data summed in float leaves the dtype, so none is wrapped back into
-// it (fast_results).
+// it (kKeepsValues).
 template <LineKind K, int SYMMETRY = 0, bool NON_NEGATIVE = false, bool IN_RANGE = false>
 struct KindOf {
   static constexpr LineKind kind = K;
@@ -397,15 +397,16 @@ __device__ __forceinline__ void store_column(const FusedPass& p, const Acc (&v)[
 template <class Acc, bool INTEGER>
 using HeldOf = std::conditional_t<INTEGER, int32_t, Acc>;
 
-// Whether a pass of kind K (KindOf; void: any) of a box chain that reads
-// only values of T (launch_box_chain) keeps its results values of T, so
-// that rounding them to T changes nothing: a minimum or maximum is one of
-// its taps, and a mean of integers summed in int32, truncated, lies within
-// its taps' range.
+// Whether a pass of kind K (KindOf; void: any) keeps its results values of
+// T, so that rounding them to T changes nothing: in a box chain that reads
+// only values of T (launch_box_chain), a minimum or maximum is one of its
+// taps, and a mean of integers summed in int32, truncated, lies within its
+// taps' range; a correlation of kind in_range was proven to (8-bit data
+// summed in float, truncated: fast_results).
 template <class K, class Acc>
 constexpr bool kKeepsValues = [] {
   if constexpr (std::is_void_v<K>) return false;
-  else return K::kind == LineKind::Minimum || K::kind == LineKind::Maximum ||
+  else return K::in_range || K::kind == LineKind::Minimum || K::kind == LineKind::Maximum ||
               (K::kind == LineKind::Uniform && std::is_integral_v<Acc>);
 }();
 
@@ -520,7 +521,7 @@ __device__ __forceinline__ uint32_t fast_results(const FusedPass& p, const Tap& 
       const float sum = apply_kind<Acc, TAPS, K>(p, [&](int k) { return x(i, k); });
       const float whole = truncf(sum), part = fabsf(sum - whole);  // exact: |whole| <= |sum| < |whole| + 1
       near_step |= (uint32_t)(part < p.margin || part > p.far_margin) << i;
-      if constexpr (K::in_range) result[i] = whole;  // a value of T already: four instructions spared
+      if constexpr (kKeepsValues<K, Acc>) result[i] = whole;  // a value of T already: four instructions spared
       else result[i] = wrapped_8bit<T>(whole);
     }
     return near_step;
@@ -1741,9 +1742,12 @@ double small_integer_magnitude(DType t) {
   }
 }
 
-// True when some pass of the chain extends its lines with cval.
+// True when pass p extends its lines with cval.
+bool extends_with_cval(const FusedPass& p) { return p.taps && p.mode == Mode::Constant; }
+
+// True when some pass of the chain does.
 bool extends_with_cval(const FusedArgs& a) {
-  return std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return p.taps && p.mode == Mode::Constant; });
+  return std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return extends_with_cval(p); });
 }
 
 // True for 8-bit and 16-bit integer data whose chain `a` reads integers of
@@ -1797,7 +1801,7 @@ bool eight_bit_float_sums(DType dtype, FusedArgs& a) {
     // to flag at least those (a margin of 0, exact sums, flags none).
     p.far_margin = p.margin > 0 ? std::nextafter((float)(1.0 - p.margin), 0.0f) : 1.0f;
     const double least = dtype == DType::UInt8 ? 0 : -128, most = dtype == DType::UInt8 ? 255 : 127;
-    const bool with_cval = p.mode == Mode::Constant;
+    const bool with_cval = extends_with_cval(p);
     p.in_range = sums_stay_in_range(p, with_cval ? std::min(least, a.cval) : least,
                                     with_cval ? std::max(most, a.cval) : most, least, most);
   }
