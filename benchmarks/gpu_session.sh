@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # One batched session on the GPU machine (device time is short; the machine
-# forgets everything between leases): build gpufilt for one architecture,
-# run the CUDA tests, then the GPU, ops and CPU benchmarks. Logs, JSON and the
-# chart go to $OUT (default /tmp/gpufilt-out).
+# forgets everything between leases): build gpufilt, run the CUDA tests, then
+# the GPU, sweep, ops and CPU benchmarks. Logs, JSON and the charts go to $OUT
+# (default /tmp/gpufilt-out).
 #
-#   bash benchmarks/gpu_session.sh [build] [tests] [gpu] [ops] [cpu]   (default: all)
+#   bash benchmarks/gpu_session.sh [build] [wheel] [tests] [gpu] [sweep] [ops] [cpu]
+#                                  (default: build tests gpu ops cpu)
+#
+#   build  pip install . for one architecture (ARCH, default 90)
+#   wheel  the CUDA wheel (tools/build_wheels.sh cuda13x, every architecture),
+#          timed, installed into a clean venv (the system's packages visible
+#          for cupy, scipy and pytest, which the machine cannot download)
+#          whose python the later steps use; auditwheel from $TOOL_WHEELS
+#   sweep  benchmarks/bench_sweep.py (SWEEP_ARGS, e.g. --quick)
 #
 # Environment: ARCH (CUDA architecture, default 90), TESTS_TIMEOUT,
 # GPU_TIMEOUT, OPS_TIMEOUT, CPU_TIMEOUT (seconds per step), GPU_CASES and
@@ -16,6 +24,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/gpufilt-out}
 mkdir -p "$out"
 steps=${*:-build tests gpu ops cpu}
+# The python that has gpufilt: $PYTHON, else the wheel step's venv once it exists, else python3.
+python=${PYTHON:-python3}
+[ -z "${PYTHON:-}" ] && [ -x /tmp/gpufilt-venv/bin/python ] && python=/tmp/gpufilt-venv/bin/python
 want() { [[ " $steps " == *" $1 "* ]]; }
 say() { printf '\n=== %s [%ds]\n' "$*" "$SECONDS"; }
 
@@ -26,10 +37,26 @@ if want build; then
     || { tail -n 60 "$out/build.log"; exit 1; }
 fi
 
+if want wheel; then
+  say "CUDA wheel (tools/build_wheels.sh cuda13x)"
+  python3 -m pip install -q --no-index --no-deps --target /tmp/gpufilt-tools "${TOOL_WHEELS:-$root/.whl/tools}"/*.whl \
+    > /dev/null 2>&1
+  started=$SECONDS
+  (cd "$root" && PYTHONPATH=/tmp/gpufilt-tools PATH="/tmp/gpufilt-tools/bin:$PATH" BUILD_ISOLATION=0 BUILD_DIR=/tmp/gpufilt-wheel-build WHEELHOUSE="$out/wheelhouse" \
+      bash tools/build_wheels.sh cuda13x) > "$out/wheel.log" 2>&1 || { tail -n 60 "$out/wheel.log"; exit 1; }
+  echo "wheel built and repaired in $((SECONDS - started)) s"; ls -l "$out/wheelhouse"
+  cp /tmp/gpufilt-wheel-build/.ninja_log "$out/wheel.ninja_log"
+  grep -E "gpufilt: |built in" "$out/wheel.log"
+  python3 -m venv --system-site-packages /tmp/gpufilt-venv
+  /tmp/gpufilt-venv/bin/python -m pip install -q --no-index --no-deps "$out"/wheelhouse/gpufilt_cuda13x-*.whl
+  python=/tmp/gpufilt-venv/bin/python
+  (cd /tmp && $python -c 'import gpufilt; print(gpufilt.__file__, gpufilt.info()["build"])')
+fi
+
 if want tests; then
   say "CUDA tests"
   # From outside the repository, so that the installed package is imported.
-  (cd /tmp && timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -m cuda "$root/tests" \
+  (cd /tmp && timeout "${TESTS_TIMEOUT:-300}" $python -m pytest -q -n 8 -p no:benchmark -m cuda "$root/tests" \
       -p no:cacheprovider > "$out/tests.log" 2>&1)
   echo "pytest exit code $?"
   grep -E "passed|failed|error" "$out/tests.log" | tail -n 3
@@ -44,19 +71,25 @@ fi
 
 if want gpu; then
   say "GPU filters benchmark"
-  timeout "${GPU_TIMEOUT:-240}" python3 "$root/benchmarks/bench_gpu.py" --cases "${GPU_CASES:-}" \
+  timeout "${GPU_TIMEOUT:-240}" $python "$root/benchmarks/bench_gpu.py" --cases "${GPU_CASES:-}" \
       --json "$out/gpu.json" --png "$out/gpu_speedup.png" 2>&1 | tee "$out/gpu.log" | grep -v '^\.\.\.'
+fi
+
+if want sweep; then
+  say "parameter sweep against cupyx"
+  timeout "${SWEEP_TIMEOUT:-480}" $python "$root/benchmarks/bench_sweep.py" ${SWEEP_ARGS:-} \
+      --json "$out/sweep.json" --png "$out/sweep.png" 2>&1 | tee "$out/sweep.log" | tail -n 45
 fi
 
 if want ops; then
   say "ops benchmark"
-  timeout "${OPS_TIMEOUT:-120}" python3 "$root/benchmarks/bench_ops.py" ${OPS_CASES:+--only "$OPS_CASES"} \
+  timeout "${OPS_TIMEOUT:-120}" $python "$root/benchmarks/bench_ops.py" ${OPS_CASES:+--only "$OPS_CASES"} \
       --json "$out/ops.json" 2>&1 | tee "$out/ops.log" | tail -n 30
 fi
 
 if want cpu; then
   say "CPU benchmark (1 thread and all cores)"
-  timeout "${CPU_TIMEOUT:-180}" python3 "$root/benchmarks/bench_cpu.py" --quick --threads 1,all \
+  timeout "${CPU_TIMEOUT:-180}" $python "$root/benchmarks/bench_cpu.py" --quick --threads 1,all \
       --json "$out/cpu.json" 2>&1 | tee "$out/cpu.log" | tail -n 40
 fi
 say "done"

@@ -132,3 +132,27 @@ def weights_for(rng, dtype, taps):
     if np.dtype(dtype).kind in "biu":
         return int_weights(rng, taps)
     return rng.standard_normal(taps)
+
+
+ORDER_FILTERS = ("minimum_filter", "maximum_filter", "minimum_filter1d", "maximum_filter1d")
+
+
+def check_on_cuda(name, x, *args, exact=True, **kwargs):
+    """gpufilt.ndimage.<name> on cupy array x against scipy, and against
+    gpufilt on the host: bit for bit when `exact` and the data is summed in
+    double on the GPU (float32 and float16 sums in float are within
+    tolerance; uniform filters sum directly on the GPU, with scipy's running
+    sum on the CPU: pass exact=False). x must be left as it was."""
+    import cupy
+    from gpufilt import ndimage as gnd
+
+    host = cupy.asnumpy(x)
+    summed_in_float = x.dtype in (np.float16, np.float32) and name not in ORDER_FILTERS
+    got = cupy.asnumpy(getattr(gnd, name)(x, *args, **kwargs))
+    assert_matches(got, scipy_reference(name, host, *args, **kwargs))
+    on_cpu = getattr(gnd, name)(host, *args, **kwargs)
+    if exact and not summed_in_float:
+        np.testing.assert_array_equal(got, on_cpu)
+    else:
+        assert_matches(got, on_cpu)
+    np.testing.assert_array_equal(cupy.asnumpy(x), host, err_msg="the input was modified")

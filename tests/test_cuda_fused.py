@@ -20,7 +20,7 @@ import pytest
 
 from gpufilt import ndimage as gnd
 
-from _helpers import assert_matches, random_array, scipy_reference, weights_for
+from _helpers import assert_matches, check_on_cuda as check, random_array, scipy_reference, weights_for
 
 pytestmark = pytest.mark.cuda
 
@@ -35,22 +35,6 @@ MIN_MAX = ("minimum_filter", "maximum_filter")
 
 def per_axis_modes(rng, ndim):
     return [str(m) for m in rng.choice(FILTER_MODES, ndim)]
-
-
-def check(name, x, *args, exact=True, **kwargs):
-    """gpufilt on cupy x against scipy, and against gpufilt on the host: bit
-    for bit when `exact` and the data is summed in double on the GPU (uniform
-    filters sum directly on the GPU, with scipy's running sum on the CPU)."""
-    host = cupy.asnumpy(x)
-    summed_in_float = x.dtype in (np.float16, np.float32) and name not in MIN_MAX
-    got = cupy.asnumpy(getattr(gnd, name)(x, *args, **kwargs))
-    assert_matches(got, scipy_reference(name, host, *args, **kwargs))
-    on_cpu = getattr(gnd, name)(host, *args, **kwargs)
-    if exact and not summed_in_float:
-        np.testing.assert_array_equal(got, on_cpu)
-    else:
-        assert_matches(got, on_cpu)
-    np.testing.assert_array_equal(cupy.asnumpy(x), host, err_msg="the input was modified")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
