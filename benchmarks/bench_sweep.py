@@ -79,6 +79,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="coarser grids and smaller arrays")
     parser.add_argument("--only", default="", help="comma-separated family name filters")
+    parser.add_argument("--sigma-step", type=float, default=None, help="gaussian sigma grid step (default 0.1)")
+    parser.add_argument("--size-step", type=int, default=None, help="box size grid step (default 1)")
     parser.add_argument("--json", help="write every point to this JSON file")
     parser.add_argument("--png", help="write time against parameter charts")
     args = parser.parse_args(argv)
@@ -100,9 +102,9 @@ def main(argv=None):
 
     big3 = (256,) * 3 if args.quick else (512,) * 3
     big2 = (8192,) * 2 if args.quick else (16384,) * 2
-    step = 0.5 if args.quick else 0.1
+    step = args.sigma_step or (0.5 if args.quick else 0.1)
     sigmas = [round(s, 1) for s in np.arange(0.3, 8.0 + 1e-9, step)]
-    sizes = list(range(1, 32, 2 if args.quick else 1))
+    sizes = list(range(1, 32, args.size_step or (2 if args.quick else 1)))
     coarse = [0.5, 1, 1.5, 2, 3, 4, 6, 8]
     rows = []
 
