@@ -1,6 +1,8 @@
-"""The fused separable kernel (src/cuda/fused.cu) on cupy arrays: 2-D and
-3-D chains of up to one pass per axis in axis order, filters up to 17 taps
-per axis, one dtype in and out. Each case is checked against scipy and,
+"""The fused separable kernels (src/cuda/fused.cu, src/cuda/fused/) on cupy
+arrays: 2-D and 3-D chains of up to one pass per axis in axis order, filters
+up to 17 taps per axis, one dtype in and out (chains of tap counts the tiles
+are not built for run pass by pass in the long-pass kernels: see
+test_cuda_long_passes.py). Each case is checked against scipy and,
 exactly, against gpufilt's own CPU backend (which sums the taps in scipy's
 order), so a halo, ring or rounding slip shows up in the last bit.
 
@@ -157,7 +159,7 @@ def test_3d_small_integer_box_chains_held_in_int32(mode, dtype, rng):
 def test_3d_small_integer_correlations_held_in_int32(mode, dtype, rng):
     """3-D correlation chains over 8-bit and 16-bit data are held in int32
     and summed in double (fused_kernel: gaussians with their symmetric pairs
-    fixed, for 9 and 17 taps and taps known at run time; sobel and prewitt
+    fixed, for 9 taps, other tap counts pass by pass; sobel and prewitt
     with signed pairs; asymmetric weights with the kind switched), where cval
     is an integer of the dtype's range, and in double otherwise: extreme
     values and a flat band, bit for bit the CPU's results."""
@@ -408,8 +410,9 @@ def test_edge_filters_along_later_axes(name, dtype, shape, rng):
 @pytest.mark.parametrize("dtype", ["uint8", "float32", "float64"])
 def test_longer_filters_and_other_orders(dtype, rng):
     """Chains the fused kernel declines as a whole run pass by pass, each pass
-    fused alone up to 17 taps, in the line kernels beyond: sigma 3, 4 and 5
-    (25, 33 and 41 taps), sobel along the last axis (passes 2, 0, 1)."""
+    in a long-pass kernel (up to 33 taps summed in double, 65 in float), in
+    the line kernels beyond: sigma 3, 4 and 5 (25, 33 and 41 taps), sobel
+    along the last axis (passes 2, 0, 1)."""
     x = cupy.asarray(random_array(rng, (30, 40, 50), dtype))
     for sigma in (3.0, 4.0, 5.0):
         check("gaussian_filter", x, sigma, mode=per_axis_modes(rng, 3))
@@ -432,7 +435,8 @@ LONG_SHAPES = [(40, 37, 70), (3, 2, 150), (1, 300, 5), (260, 3, 33), (150, 300),
 def test_long_single_passes(shape, dtype, rng):
     """Single passes of 25 and 33 taps (gaussian sigma 3 and 4) take the
     column kernel (along an axis but the last) or the row kernel (along the
-    last): every axis, kind, mode and dtype, halos longer than the axis."""
+    last), in their bucket of 33 taps: every axis, kind, mode and dtype,
+    halos longer than the axis."""
     x = cupy.asarray(random_array(rng, shape, dtype))
     for axis in range(len(shape)):
         mode, cval = str(rng.choice(FILTER_MODES)), float(rng.integers(-3, 4))

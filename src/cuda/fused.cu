@@ -3,21 +3,22 @@
 // one write of the output instead of a read and a write per pass. This file
 // plans a chain (which arrays, passes, sums and tile) and picks the kernel
 // family that runs it; the families live in fused/:
-//   tile.cuh       fused_kernel: any chain in axis order, a tile marching along axis 0
+//   tile.cuh       fused_kernel: chains in axis order, a tile marching along axis 0
 //   blocked.cuh    blocked_kernel: 3-D chains of three 9-tap passes, register-blocked
 //   plane.cuh      plane_kernel: 2-D chains
 //   last_axis.cuh  sobel and prewitt along the last axis (rows or columns first)
-//   long_pass.cuh  single passes of 25 and 33 taps
+//   long_pass.cuh  single passes of up to 65 taps, in buckets of 17, 33 and 65
 //   laplace.cuh    scipy's laplace in one pass
 // with what they share in sums.cuh (how a pass sums and rounds), march.cuh,
 // launch.cuh and plan.cuh. Each family is compiled once per dtype, in the
 // translation units cmake/cuda_instances.cmake lists.
 //
-// Chains this does not cover (more axes, other orders, tiles too large for
-// shared memory, dtype conversions, overlapping arrays, layouts whose last
-// axis is not the most contiguous) run pass by pass, and each pass of a 2-D
-// or 3-D array is again tried here alone (CudaBackend::line_pass) before the
-// line kernels of separable.cu take it.
+// Chains this does not cover (tap counts the tiles are not built for:
+// tiles_built_for; more axes, other orders, tiles too large for shared
+// memory, dtype conversions, overlapping arrays, layouts whose last axis is
+// not the most contiguous) run pass by pass, and each pass of a 2-D or 3-D
+// array is again tried here alone (CudaBackend::line_pass), in a tile or a
+// long-pass kernel, before the line kernels of separable.cu take it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -304,7 +305,8 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
 
 }  // namespace
 
-// The tap count every pass of a chain shares, else 0.
+// The host helpers plan.cuh declares for the launchers (their comments are there).
+
 int shared_taps(const FusedArgs& a) {
   int taps = 0;
   for (const FusedPass& p : a.pass) {
@@ -315,16 +317,11 @@ int shared_taps(const FusedArgs& a) {
   return taps;
 }
 
-// The tap count every pass of the chain shares when the kernel is
-// specialised for it, else 0: gaussian sigma 1 and 2 (9 and 17 taps), size 3
-// and 9 uniform, minimum and maximum filters, sobel, prewitt.
 int specialised_taps(const FusedArgs& a) {
   const int taps = shared_taps(a);
   return taps == 3 || taps == 9 || taps == 17 ? taps : 0;
 }
 
-// The kind every pass of the chain shares when fused_kernel is also built
-// for it (uniform, minimum, maximum), else Correlate.
 LineKind shared_box_kind(const FusedArgs& a) {
   LineKind kind = LineKind::Correlate;
   for (const FusedPass& p : a.pass) {
@@ -335,14 +332,12 @@ LineKind shared_box_kind(const FusedArgs& a) {
   return kind;
 }
 
-// True when every pass is a symmetric or antisymmetric correlation (sobel, prewitt).
 bool signed_pairs(const FusedArgs& a) {
   return std::all_of(a.pass, a.pass + 3, [](const FusedPass& p) {
     return p.taps == 0 || (p.kind == LineKind::Correlate && p.symmetry != 0);
   });
 }
 
-// True when every pass is a symmetric correlation (gaussian filters).
 bool symmetric_pairs(const FusedArgs& a) {
   return std::all_of(a.pass, a.pass + 3, [](const FusedPass& p) {
     return p.taps == 0 || (p.kind == LineKind::Correlate && p.symmetry > 0);

@@ -87,9 +87,9 @@ constexpr bool is_image_dtype(DType t) {
 // The tap count every pass of a chain shares, else 0.
 int shared_taps(const FusedArgs& a);
 
-// The tap count every pass of the chain shares when the kernel is
-// specialised for it, else 0: gaussian sigma 1 and 2 (9 and 17 taps), size 3
-// and 9 uniform, minimum and maximum filters, sobel, prewitt.
+// The tap count every pass of the chain shares when the tiles are built for
+// it (3, 9 or 17: sobel, prewitt, gaussian sigma 1 and 2, uniform, minimum
+// and maximum filters of size 3 and 9), else 0.
 int specialised_taps(const FusedArgs& a);
 
 // The kind every pass of the chain shares when fused_kernel is also built
@@ -109,7 +109,8 @@ bool symmetric_pairs(const FusedArgs& a);
 void pad_pass(FusedPass& p, int bucket);
 
 // Planes a block marches along axis 0 when `tiles` blocks cover a plane and
-// `resident` blocks run at once (see fused.cu).
+// `resident` blocks run at once, the first `halo` of them read for the halo
+// only: the length that minimises waves x (planes + halo).
 int64_t march_planes(int64_t n0, int64_t tiles, int64_t resident, int64_t halo);
 
 // The families' entry points, for every real dtype (dispatch_real_dtype);
