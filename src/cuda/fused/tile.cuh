@@ -1,7 +1,7 @@
-// Fused separable chains: up to three 1-D passes of a chain (core/separable.hpp),
-// one per axis of a 2-D or 3-D array and in axis order, computed with one
-// read of the input and one write of the output instead of a read and a
-// write per pass.
+// fused_kernel, the general tile of the fused separable chains: up to three
+// 1-D passes of a chain (core/separable.hpp), one per axis of a 2-D or 3-D
+// array and in axis order, computed with one read of the input and one write
+// of the output instead of a read and a write per pass.
 //
 // A block owns a tile of TY x TX output columns (the last two axes; a 2-D
 // array has one row) and marches along axis 0, one plane per step:
