@@ -16,7 +16,11 @@ Each family prints its table, its worst ratio to cupyx (cupyx time / gpufilt
 time: above 1 is faster) and the parameter where it falls; --json keeps every
 point, --png draws time against the parameter.
 
-Usage: python benchmarks/bench_sweep.py [--quick] [--only NAME[,NAME]] [--json PATH] [--png PATH]
+--cpu sweeps the CPU instead: gpufilt on numpy arrays with one thread and
+with every core against scipy (one thread), gaussian sigma and box sizes on
+a 3-D and a 2-D array; the ratio is scipy's time / gpufilt's on one thread.
+
+Usage: python benchmarks/bench_sweep.py [--cpu] [--quick] [--only NAME[,NAME]] [--json PATH] [--png PATH]
 """
 from __future__ import annotations
 
@@ -83,7 +87,10 @@ def main(argv=None):
     parser.add_argument("--size-step", type=int, default=None, help="box size grid step (default 1)")
     parser.add_argument("--json", help="write every point to this JSON file")
     parser.add_argument("--png", help="write time against parameter charts")
+    parser.add_argument("--cpu", action="store_true", help="sweep the CPU kernels against scipy instead")
     args = parser.parse_args(argv)
+    if args.cpu:
+        return cpu_sweep(args)
 
     import cupy as cp
     import cupyx.scipy.ndimage as cx
@@ -198,6 +205,57 @@ def main(argv=None):
     if args.png:
         draw(rows, args.png, device)
     return 1 if failures else 0
+
+
+def cpu_sweep(args):
+    """gpufilt's CPU kernels, one thread and all cores, against scipy."""
+    import os
+    import time
+
+    import scipy.ndimage as sp
+    from gpufilt import ndimage as gf
+
+    def time_ms(f):
+        def once():
+            start = time.perf_counter()
+            f()
+            return (time.perf_counter() - start) * 1e3
+        return _bench.median_ms(once, budget_s=1.0, max_reps=10, min_reps=1, keep_first=True)
+
+    cores = os.cpu_count()
+    rng = np.random.default_rng(0)
+    only = [s for s in args.only.split(",") if s]
+    step = args.sigma_step or (1.0 if args.quick else 0.5)
+    sigmas = [round(s, 1) for s in np.arange(0.5, 8.0 + 1e-9, step)]
+    sizes = list(range(1, 32, args.size_step or 2))
+    rows = []
+    for shape in ((128,) * 3, (2048,) * 2) if args.quick else ((256,) * 3, (4096,) * 2):
+        x = rng.random(shape, dtype=np.float32)
+        tag = "x".join(map(str, shape))
+        families = [("gaussian_filter", [(f"sigma {s}", s) for s in sigmas])]
+        families += [(f, [(f"size {n}", n) for n in sizes]) for f in ("uniform_filter", "maximum_filter")]
+        for name, points in families:
+            family = f"{name} float32 {tag}"
+            if only and not any(o in family for o in only):
+                continue
+            for label, param in points:
+                one = time_ms(lambda: getattr(gf, name)(x, param, threads=1))
+                alll = time_ms(lambda: getattr(gf, name)(x, param, threads=cores))
+                ref = time_ms(lambda: getattr(sp, name)(x, param))
+                text = _bench.check_text(getattr(gf, name)(x, param), getattr(sp, name)(x, param))
+                rows.append({"family": family, "param": label, "gpufilt_1_ms": one, f"gpufilt_{cores}_ms": alll,
+                             "scipy_ms": ref, "x_scipy_1": ref / one, "check": text})
+                print(f"  {family:<34} {label:>10}  1 thread {one:9.2f} ms  {cores} threads {alll:8.2f} ms  "
+                      f"scipy {ref:9.1f} ms  x{ref / one:.1f}  {text}", flush=True)
+    print("\nWorst point of each family (scipy time / gpufilt time on one thread)")
+    table = []
+    for family in dict.fromkeys(r["family"] for r in rows):
+        w = min((r for r in rows if r["family"] == family), key=lambda r: r["x_scipy_1"])
+        table.append([family, w["param"], f"{w['x_scipy_1']:.1f}"])
+    _bench.print_table(["family", "worst point", "x scipy (1 thread)"], table)
+    if args.json:
+        _bench.write_json(args.json, {"cores": cores, "points": rows})
+    return 1 if any(not r["check"].startswith("ok") for r in rows) else 0
 
 
 def draw(rows, path, device):
