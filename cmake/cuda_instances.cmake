@@ -3,7 +3,7 @@
 # folder, so that ninja spreads the CUDA build over every core and an edit of
 # one family recompiles that family only. Every family is instantiated for
 # every real dtype (fused.cu dispatches on all of them); the dtypes a family
-# has no kernels for (its launcher returns false at compile time) share one
+# has no kernels for (its launcher launches nothing for them) share one
 # cheap unit. Entries are grouped so that units cost about the same.
 #
 #   family:DType[,DType...]

@@ -74,9 +74,9 @@ struct FusedPlan {
   bool cval_is_value;    // no pass reads cval, or cval is a value of the dtype (box_chain_keeps_values)
 };
 
-// The dtypes images and volumes come in: the fused kernel is specialised on
-// tap counts for them, and laplace's kernel is built for them only; other
-// dtypes take the general paths (a smaller build). int8 is one: without the
+// The dtypes images and volumes come in: the fused kernels are built for
+// them only; other dtypes take the line kernels of separable.cu (a smaller
+// build). int8 is one: without the
 // tile kernels its 2-D gaussian (sigma 2, 8192^2) took 1.97 ms on the H100,
 // six times uint8's.
 constexpr bool is_image_dtype(DType t) {
@@ -133,7 +133,7 @@ struct LastAxisFirstLauncher {  // fused/last_axis.cuh: sobel and prewitt along 
   static bool run(FusedPlan plan, int ndim, cudaStream_t stream);
 };
 template <DType T>
-struct LongPassLauncher {  // fused/long_pass.cuh: single passes of 25 or 33 taps
+struct LongPassLauncher {  // fused/long_pass.cuh: single passes of up to 65 taps, in buckets
   static bool run(const FusedPlan& plan, int stage, const ArrayDesc& out, cudaStream_t stream);
 };
 template <DType T>
