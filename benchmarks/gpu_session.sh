@@ -4,7 +4,7 @@
 # the GPU, sweep, ops and CPU benchmarks. Logs, JSON and the charts go to $OUT
 # (default /tmp/gpufilt-out).
 #
-#   bash benchmarks/gpu_session.sh [build] [wheel] [tests] [gpu] [sweep] [ops] [cpu]
+#   bash benchmarks/gpu_session.sh [build] [wheel] [tests] [peers] [gpu] [sweep] [ops] [cpu]
 #                                  (default: build tests gpu ops cpu)
 #
 #   build  pip install . for one architecture (ARCH, default 90)
@@ -12,6 +12,10 @@
 #          timed, installed into a clean venv (the system's packages visible
 #          for cupy, scipy and pytest, which the machine cannot download)
 #          whose python the later steps use; auditwheel from $TOOL_WHEELS
+#   peers  the peers' own filter tests against gpufilt: SciPy's (numpy and
+#          cupy arrays, tests/test_scipy_suite.py) and CuPy's cupyx ones
+#          (CUPYX_TESTS: CuPy's ndimage_tests/test_filters.py from its sdist,
+#          default .whl/cupy-tests/test_filters.py; tests/cupyx_suite_plugin.py)
 #   sweep  benchmarks/bench_sweep.py (SWEEP_ARGS, e.g. --quick)
 #
 # Environment: ARCH (CUDA architecture, default 90), TESTS_TIMEOUT,
@@ -61,6 +65,23 @@ if want tests; then
   echo "pytest exit code $?"
   grep -E "passed|failed|error" "$out/tests.log" | tail -n 3
   grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -n 20
+fi
+
+if want peers; then
+  say "SciPy's filter tests on numpy and cupy arrays"
+  (cd /tmp && SCIPY_ARRAY_API='["numpy", "cupy"]' timeout "${PEERS_TIMEOUT:-300}" \
+      $python "$root/tests/test_scipy_suite.py" -n 8 > "$out/scipy_suite.log" 2>&1)
+  echo "exit code $?"; tail -n 1 "$out/scipy_suite.log"
+  grep -E "^(FAILED|ERROR)" "$out/scipy_suite.log" | head -n 20
+  cupyx_tests=${CUPYX_TESTS:-$root/.whl/cupy-tests/test_filters.py}
+  if [ -f "$cupyx_tests" ]; then
+    say "CuPy's cupyx filter tests"
+    (cd /tmp && PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}" timeout "${PEERS_TIMEOUT:-300}" \
+        $python -m pytest -q -n 8 -p no:benchmark -p no:cacheprovider -p cupyx_suite_plugin "$cupyx_tests" \
+        -rsx > "$out/cupyx_suite.log" 2>&1)
+    echo "exit code $?"; tail -n 1 "$out/cupyx_suite.log"
+    grep -E "^(FAILED|ERROR)" "$out/cupyx_suite.log" | head -n 20
+  fi
 fi
 
 wheels=${CUCIM_WHEELS:-$root/.whl}

@@ -81,7 +81,7 @@ def test_plain_calls_skip_the_operand(monkeypatch, rng):
 
 @pytest.mark.parametrize("call", [
     lambda x, cval: gnd.gaussian_filter1d(x, 1.0, axis=3, cval=cval),
-    lambda x, cval: gnd.uniform_filter(x, 0, cval=cval),
+    lambda x, cval: gnd.uniform_filter(x, 2.5, cval=cval),
     lambda x, cval: gnd.uniform_filter1d(x, 3, origin=2, cval=cval),
     lambda x, cval: gnd.maximum_filter1d(x, 3, axis=-4, cval=cval),
     lambda x, cval: gnd.median_filter(x, cval=cval),  # neither size nor footprint

@@ -5,7 +5,7 @@ protocol; work runs where the data lives; results come back as arrays of the
 caller's own library sharing gpufilt's output memory.
 """
 from . import _core
-from ._errors import CudaError
+from ._errors import ArgumentError, CudaError
 from ._dispatch import describe
 from ._external import ExternalArray, from_pointer
 from ._info import info
@@ -48,5 +48,5 @@ def get_cmake_dir():
     return os.path.join(os.path.dirname(__file__), "share", "cmake", "gpufilt")
 
 
-__all__ = ["CudaError", "ExternalArray", "describe", "free_cpu_pool", "from_pointer", "get_cmake_dir",
+__all__ = ["ArgumentError", "CudaError", "ExternalArray", "describe", "free_cpu_pool", "from_pointer", "get_cmake_dir",
            "get_include", "info", "ndimage", "__version__"]

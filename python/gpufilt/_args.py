@@ -10,6 +10,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ._errors import ArgumentError
+
 try:
     from numpy.exceptions import AxisError
 except ImportError:  # numpy < 1.25
@@ -62,9 +64,9 @@ def memoize_plain(func):
 def mode_code(mode) -> int:
     try:
         return MODES[mode]
-    except (KeyError, TypeError):
-        raise ValueError(f"mode {mode!r} is not supported; use one of "
-                         f"{', '.join(repr(m) for m in MODES)}") from None
+    except (KeyError, TypeError):  # scipy: RuntimeError('boundary mode not supported')
+        raise ArgumentError(f"boundary mode not supported: {mode!r}; use one of "
+                            f"{', '.join(repr(m) for m in MODES)}") from None
 
 
 def normalize_sequence(value, rank: int, name: str) -> list:
@@ -73,9 +75,9 @@ def normalize_sequence(value, rank: int, name: str) -> list:
         return [value] * rank
     if np.iterable(value):
         items = list(value)
-        if len(items) != rank:
-            raise ValueError(f"{name} has {len(items)} entries but {rank} are needed "
-                             "(one per filtered axis)")
+        if len(items) != rank:  # scipy's RuntimeError and words
+            raise ArgumentError(f"{name} has {len(items)} entries but {rank} are needed (one per "
+                                "filtered axis): sequence argument must have length equal to input rank")
         return items
     return [value] * rank
 
@@ -91,14 +93,19 @@ def check_axis(axis, ndim: int) -> int:
 
 
 def check_axes(axes, ndim: int) -> tuple:
-    """scipy's `axes` argument as a tuple of distinct non-negative axes."""
+    """scipy's `axes` argument as a tuple of distinct non-negative axes, with
+    scipy's errors: TypeError for a non-integer, ValueError out of range."""
     if axes is None:
         return tuple(range(ndim))
     if np.isscalar(axes):
         axes = (axes,)
     if not isinstance(axes, Iterable):
         raise ValueError("axes must be an integer, iterable of integers, or None")
-    axes = tuple(check_axis(ax, ndim) for ax in axes)
+    axes = tuple(operator.index(ax) for ax in axes)  # its TypeError: "... cannot be interpreted as an integer"
+    for ax in axes:
+        if not -ndim <= ax < ndim:
+            raise ValueError(f"specified axis: {ax} is out of range for an array of dimension {ndim}")
+    axes = tuple(ax % ndim for ax in axes)
     if len(set(axes)) != len(axes):
         raise ValueError(f"axes must be unique, got {axes}")
     return axes
@@ -123,8 +130,8 @@ def check_size(size, name="size") -> int:
             value = int(size)
         else:
             raise TypeError(f"{name} must be an integer, not {size!r}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+    if value < 1:  # scipy: RuntimeError('incorrect filter size')
+        raise ArgumentError(f"incorrect filter size: {name} must be at least 1, got {value}")
     return value
 
 

@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from . import _core
+from ._errors import ArgumentError
 
 _cuda = None
 _cuda_error = None
@@ -80,6 +81,44 @@ def _library(obj):
     if hasattr(obj, "__dlpack_device__") or hasattr(obj, "__cuda_array_interface__"):
         return "other"
     return "buffer"
+
+
+def on_host(parameter, name):
+    """A filter's small parameter array (weights, footprint) where numpy can
+    read it. cupyx code passes these as device arrays: cupy arrays, torch
+    CUDA tensors and other CUDA Array Interface producers are copied to the
+    host here, explicitly; the copy waits for the work queued on their
+    stream (as cupyx's own reads of footprints do). The kernels take them as
+    parameters, so this is the one device-to-host copy a filter makes, of a
+    few taps, never of the data. Anything else is returned as it is."""
+    library = _library(parameter)
+    if library == "cupy":
+        return parameter.get()
+    if library == "torch":
+        return parameter.detach().resolve_conj().cpu().numpy()
+    if hasattr(parameter, "__cuda_array_interface__"):
+        if hasattr(parameter, "copy_to_host"):  # numba
+            return parameter.copy_to_host()
+        try:
+            import cupy
+        except ImportError:
+            raise TypeError(f"{name} is a CUDA array of {type(parameter).__name__}; gpufilt reads such "
+                            "parameters to the host with cupy (pip install gpufilt[cuda]), or pass a "
+                            "numpy array") from None
+        return cupy.asarray(parameter).get()
+    return parameter
+
+
+def importable(obj):
+    """True when gpufilt's importer reads `obj` as it is: arrays of the
+    known libraries, DLPack and CAI producers, the buffer protocol."""
+    if _library(obj) != "buffer":
+        return True
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return True
 
 
 class NamedDType:
@@ -169,7 +208,7 @@ class Operand:
     __slots__ = ("obj", "library", "shape", "ndim", "dtype", "device", "device_id")
 
     def __init__(self, obj, name="input"):
-        if type(obj) is np.ndarray and obj.dtype.kind != "V":  # the common case, read directly
+        if type(obj) is np.ndarray and obj.dtype.kind != "V" and obj.dtype.isnative:  # the common case
             self.obj, self.library, self.shape, self.ndim, self.dtype = obj, "numpy", obj.shape, obj.ndim, obj.dtype
             self.device, self.device_id = "cpu", 0
             return
@@ -312,6 +351,18 @@ def hand_back(out, src: Operand):
     return out
 
 
+def bool_as_uint8(src: Operand, out=None):
+    """A uint8 view of the bool array `out` of src's library (numpy, cupy,
+    torch), for kernels that store scipy's bytes into bool outputs; with
+    out=None, whether src's library has such views (else None)."""
+    if src.library in ("numpy", "cupy"):
+        return True if out is None else out.view(np.uint8)
+    if src.library == "torch":
+        import torch
+        return True if out is None else out.view(torch.uint8)
+    return None
+
+
 def _is_dtype_like(output):
     return isinstance(output, (type, np.dtype, str)) or (
         type(output).__module__ == "torch" and not hasattr(output, "shape"))
@@ -326,9 +377,20 @@ def resolve_output(output, src: Operand, default_dtype):
     if _is_dtype_like(output):
         return allocate_like(src, output_dtype_of(output)), None
     dst = Operand(output, "output")
-    if dst.shape != src.shape:
-        raise ValueError(f"output shape {dst.shape} does not match input shape {src.shape}")
+    check_output_shape(dst, src)
     return dst.obj, output
+
+
+def check_output_shape(output, src: Operand):
+    """scipy's RuntimeError for an output array of another shape than the input's."""
+    if tuple(output.shape) != tuple(src.shape):
+        raise ArgumentError(f"output shape not correct: {tuple(output.shape)} where the input's is "
+                            f"{tuple(src.shape)}")
+
+
+def is_swapped_numpy(output):
+    """True for a numpy output array of non-native byte order."""
+    return isinstance(output, np.ndarray) and not output.dtype.isnative
 
 
 def output_dtype_of(output):
@@ -463,10 +525,10 @@ _CUDA_USABLE = []  # [True] once cuda_module() has answered
 
 
 def plain_cupy(obj):
-    """True for an exact cupy array of a real dtype on cupy's current device,
+    """True for an exact cupy array of a real non-bool dtype on cupy's current device,
     with gpufilt's CUDA module usable (asked once: the answer does not change
     within a process)."""
-    if not _is_cupy_ndarray(obj) or obj.dtype.kind not in "biuf":
+    if not _is_cupy_ndarray(obj) or obj.dtype.kind not in "iuf":  # (bool results: ndimage._into_bool)
         return False
     if not _CUDA_USABLE:
         cuda_module()  # raises its clear error when CUDA is not usable
@@ -480,6 +542,52 @@ def _real_and_imag(cval):
         return cval, 0.0
     cval = complex(cval)
     return cval.real, cval.imag
+
+
+def complex_unary(op, a, out, src: Operand, stream=None):
+    """out = a * a ('square') or sqrt(a) ('sqrt') for complex arrays, by
+    the input's own library (numpy, cupy or torch), as scipy computes them
+    for complex gradient magnitudes; gpufilt's elementwise kernels add and
+    subtract complex arrays only."""
+    library = src.library if src.library in ("numpy", "cupy", "torch") else None
+    if library is None:
+        raise TypeError(f"complex data of {src.library} arrays: gpufilt squares and square-roots "
+                        "complex values with numpy, cupy or torch; pass one of those")
+    xp = importlib.import_module(library)
+    with stream_made_current(src, stream):
+        if op == "square":
+            xp.multiply(a, a, out=out)
+        else:
+            xp.sqrt(a, out=out)
+
+
+class stream_made_current:
+    """A context in which `stream` (a filter's stream= argument) is the
+    current stream of src's library (cupy or torch), so that work a filter
+    hands to that library or to the caller's own function (generic_laplace's
+    derivative) lands on it. Nothing to do for CPU arrays or stream=None."""
+
+    def __init__(self, src: Operand, stream):
+        self._context = None
+        if stream is None or src.device != "cuda" or src.library not in ("cupy", "torch"):
+            return
+        ptr = resolve_stream(stream, src)
+        if src.library == "cupy":
+            import cupy
+            self._context = cupy.cuda.ExternalStream(ptr, src.device_id)
+        else:
+            import torch
+            self._context = torch.cuda.stream(torch.cuda.ExternalStream(ptr, device=src.device_id))
+
+    def __enter__(self):
+        if self._context is not None:
+            self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._context is not None:
+            return self._context.__exit__(*exc)
+        return False
 
 
 def elementwise(op, a, b, out, src: Operand, stream=None):

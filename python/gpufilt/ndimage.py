@@ -10,11 +10,14 @@ OMP_NUM_THREADS, else all cores).
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import warnings
 
 import numpy as np
 
 from . import _args, _core, _dispatch
+from ._errors import ArgumentError
 from ._dispatch import Operand, _is_dtype_like, is_bfloat16, run_footprint, run_separable
 
 __all__ = [
@@ -27,6 +30,29 @@ __all__ = [
 ]
 
 
+# scipy.ndimage's public functions (SciPy 1.17) that gpufilt does not
+# provide: asking for one says so, rather than a bare AttributeError (there
+# is no silent fallback to scipy).
+_NOT_PROVIDED = frozenset("""
+    affine_transform binary_closing binary_dilation binary_erosion binary_fill_holes binary_hit_or_miss
+    binary_opening binary_propagation black_tophat center_of_mass distance_transform_bf
+    distance_transform_cdt distance_transform_edt extrema find_objects fourier_ellipsoid fourier_gaussian
+    fourier_shift fourier_uniform generate_binary_structure generic_filter generic_filter1d
+    geometric_transform grey_closing grey_dilation grey_erosion grey_opening histogram iterate_structure
+    label labeled_comprehension map_coordinates maximum maximum_position mean median minimum
+    minimum_position morphological_gradient morphological_laplace rotate shift spline_filter
+    spline_filter1d standard_deviation sum sum_labels value_indices variance vectorized_filter
+    watershed_ift white_tophat zoom""".split())
+
+
+def __getattr__(name):
+    if name in _NOT_PROVIDED:
+        raise AttributeError(f"gpufilt.ndimage does not provide scipy.ndimage.{name}; gpufilt provides "
+                             f"the filters {', '.join(__all__)} (use scipy.ndimage.{name} on numpy "
+                             f"arrays, or cupyx.scipy.ndimage.{name} on cupy arrays)")
+    raise AttributeError(f"module 'gpufilt.ndimage' has no attribute {name!r}")
+
+
 # ------------------------------------------------------------------ helpers
 
 def _refuse_bfloat16(dtype, name):
@@ -36,9 +62,14 @@ def _refuse_bfloat16(dtype, name):
 
 
 class _FilterInput(Operand):
-    """The input of a filter: an Operand, bfloat16 refused with a clear error."""
+    """The input of a filter: an Operand; what scipy takes on the host and
+    is not a native array converted with numpy; bfloat16 refused with a
+    clear error."""
 
     __slots__ = ()
+
+    def _import(self, obj, name):
+        super()._import(_host_array(obj, name), name)
 
     def _accept_dtype(self, name):
         if not isinstance(self.dtype, np.dtype) or self.dtype.kind == "V":  # bfloat16 is one of these
@@ -48,11 +79,42 @@ class _FilterInput(Operand):
 _filter_input = _FilterInput
 
 
+def _host_array(obj, name):
+    """`obj` where gpufilt's importer reads it; else, for what scipy takes
+    and the importer cannot (lists, tuples, scalars, objects with __array__
+    such as pandas', arrays of non-native byte order), the numpy array that
+    scipy would make of it: converted once, explicitly, as scipy does (the
+    input was never a native array, so no array is copied behind the
+    caller's back)."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.dtype.isnative else obj.astype(obj.dtype.newbyteorder("="))
+    if _dispatch.importable(obj):
+        return obj
+    try:
+        array = np.asarray(obj)
+    except Exception as exc:  # numpy's own refusal (ragged lists, ...)
+        raise TypeError(f"{name} of type {type(obj).__name__} is not an array gpufilt can read "
+                        f"and numpy cannot convert it: {exc}") from None
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"{name} of type {type(obj).__name__} converts to a numpy array of dtype "
+                        f"{array.dtype}; gpufilt filters bool, integer, float and complex data")
+    return _host_array(array, name)
+
+
 def output_dtype_of(output):
     """_dispatch.output_dtype_of, refusing bfloat16 outputs."""
     dtype = _dispatch.output_dtype_of(output)
     _refuse_bfloat16(dtype, "output")
     return dtype
+
+
+def _check_complex_output(output, complex_output):
+    """scipy's RuntimeError for an output array of a real dtype where the
+    result is complex (a dtype request is promoted instead, with a warning)."""
+    if complex_output and output is not None and not _is_dtype_like(output) \
+            and _dispatch.dtype_kind(output_dtype_of(output)) != "c":
+        raise ArgumentError(f"output must have complex dtype: the result is complex, output is "
+                            f"{output_dtype_of(output)}")
 
 
 def _run(kernel, src, work, output, cval, complex_output, stream):
@@ -61,10 +123,37 @@ def _run(kernel, src, work, output, cval, complex_output, stream):
     _args.check_cval(cval, src.dtype)
     if output is not None:
         output_dtype_of(output)  # refuses bfloat16 outputs before any work
+        _check_complex_output(output, complex_output)
+        if _dispatch.is_swapped_numpy(output):
+            return _into_swapped(output, src, lambda native: _run(kernel, src, work, native, cval,
+                                                                  complex_output, stream))
         if _is_dtype_like(output):
             output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
     default = _args.result_dtype(None, src.dtype, complex_output)
+    wanted = default if output is None else output_dtype_of(output)
+    if wanted == np.bool_ and _dispatch.bool_as_uint8(src) is not None:
+        return _into_bool(kernel, src, work, output, cval, stream)
     return kernel(src, output, work, cval, default, stream)
+
+
+def _into_swapped(output, src, run):
+    """scipy's writes into a numpy output of non-native byte order: `run`
+    into a native array of its dtype, then assigned to it by numpy, which
+    swaps the bytes (the kernels read and write native order only)."""
+    _dispatch.check_output_shape(output, src)
+    output[...] = run(output.dtype.newbyteorder("="))
+    return output
+
+
+def _into_bool(kernel, src, work, output, cval, stream):
+    """scipy's bool outputs: each value converted to a byte as C converts a
+    double to an unsigned char (as into uint8: -1 -> 255, 2.7 -> 2) and
+    stored as the bool's byte, so intermediates keep their values and the
+    result is True where that byte is not 0. The kernels write the output
+    through a uint8 view of its memory."""
+    out, result = _dispatch.resolve_output(output, src, np.bool_)
+    kernel(src, _dispatch.bool_as_uint8(src, out), work, cval, np.uint8, stream)
+    return _dispatch.hand_back(out, src) if result is None else result
 
 
 def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, stream=None):
@@ -75,7 +164,7 @@ def _filter(core_kernel, kernel, src, work, output, cval, complex_output=False, 
     _core binding) or its namesake in _cuda: tiny arrays pay for every step.
     The binding checks the output's device and writability."""
     if stream is None and type(cval) is float and not complex_output:
-        if output is None:
+        if output is None and src.dtype.kind != "b":  # (bool results: _into_bool)
             if type(src.obj) is np.ndarray:  # the binding makes the output (_dispatch.numpy_empty's way)
                 return core_kernel(src.obj, None, work, cval, 0.0, 0)
             if _dispatch.on_current_cupy_device(src):
@@ -100,14 +189,16 @@ def _plain_binding(input, output, cval, stream):
     if output is not None or stream is not None or type(cval) is not float:
         return None
     if type(input) is np.ndarray:
-        return _core if input.dtype.kind in "biuf" else None
+        return _core if input.dtype.kind in "iuf" and input.dtype.isnative else None
     return _dispatch.CupyBinding if _dispatch.plain_cupy(input) else None
 
 
 def _is_plain_output(output, src):
     """True for an output _filter's fast path takes: a numpy or cupy array of
-    the input's very type and shape, of a real dtype (not bfloat16, kind "V")."""
-    return (type(output) is type(src.obj) and src.library in ("numpy", "cupy") and output.dtype.kind in "biuf"
+    the input's very type and shape, of a real dtype (not bfloat16, kind "V";
+    not bool: _into_bool)."""
+    return (type(output) is type(src.obj) and src.library in ("numpy", "cupy") and output.dtype.kind in "iuf"
+            and output.dtype.isnative
             and output.shape == src.shape)
 
 
@@ -138,7 +229,7 @@ def _correlate_pass(axis, weights, origin, mode):
 
 def _as_weights(weights, ndim=None):
     """Weights as a float64 or complex128 array (1-D unless ndim is None)."""
-    w = np.asarray(weights)
+    w = np.asarray(_dispatch.on_host(weights, "weights"))
     if w.dtype.kind not in "biufc":
         raise TypeError(f"weights must be numbers, got dtype {w.dtype}")
     w = w.astype(np.complex128 if w.dtype.kind == "c" else np.float64, copy=False)
@@ -156,14 +247,16 @@ def _complex_weights_filter(func, src, weights, output, cval, **kwargs):
     """func with complex weights as real filters of the components, as scipy
     does (_complex_via_real_components); `output` is written last, so an
     output sharing memory with the input gets the result through a temporary."""
+    _check_complex_output(output, True)
+    if _dispatch.is_swapped_numpy(output):
+        return _into_swapped(output, src, lambda native: _complex_weights_filter(func, src, weights, native, cval,
+                                                                                **kwargs))
     out_dtype = output_dtype_of(output)
     dtype = _args.result_dtype(out_dtype, src.dtype, complex_output=True)
     if output is None or _is_dtype_like(output):
         out, result = _dispatch.allocate_like(src, dtype), None
     else:
         out, result = _dispatch.resolve_output(output, src, dtype)
-        if np.dtype(dtype).kind != "c":
-            raise ValueError("output must have a complex dtype for complex weights")
     target = out
     if result is not None and _dispatch.may_share_memory(src.obj, out):
         target = _dispatch.allocate_like(src, dtype)
@@ -340,8 +433,9 @@ def _uniform_passes(ndim, size, origin, mode, axes):
     sizes = _args.normalize_sequence(size, n, "size")
     origins = _args.normalize_sequence(origin, n, "origin")
     modes = _args.normalize_sequence(mode, n, "mode")
+    # As scipy, axes of size 1 or less (0 too) are left as they are.
     return tuple(_uniform_pass(ax, s, o, m) for ax, s, o, m in zip(axes, sizes, origins, modes)
-                 if _args.check_size(s) > 1)
+                 if not (isinstance(s, numbers.Real) and s <= 1))
 
 
 # ------------------------------------------------------- footprint filters
@@ -360,9 +454,8 @@ def _offsets(mask, origins):
 def _expand_to_input(ndim, axes, array, name):
     """An N-D footprint/weights for `axes` as one of the input's rank."""
     array = np.asarray(array)
-    if array.ndim != len(axes):
-        raise ValueError(f"{name} has {array.ndim} dimensions but {len(axes)} are needed "
-                         f"(one per filtered axis)")
+    if array.ndim != len(axes):  # scipy's RuntimeError and words
+        raise ArgumentError(f"{name}.ndim ({array.ndim}) must match len(axes) ({len(axes)})")
     if len(axes) < ndim:  # as scipy: the array's axes land on `axes` in increasing order
         array = np.expand_dims(array, tuple(ax for ax in range(ndim) if ax not in axes))
     return array
@@ -381,8 +474,8 @@ def _expand_origins(ndim, axes, origin):
 
 
 def _single_mode(mode, what):
-    if not isinstance(mode, str) and np.iterable(mode):
-        raise ValueError(f"a sequence of modes is not supported for {what}; pass one mode")
+    if not isinstance(mode, str) and np.iterable(mode):  # scipy: RuntimeError
+        raise ArgumentError(f"A sequence of modes is not supported for {what}; pass one mode")
     return _args.mode_code(mode)
 
 
@@ -479,7 +572,7 @@ def _footprint_mask(size, footprint, axes, ndim_image):
     if footprint is not None:
         if size is not None:
             warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=5)
-        return np.asarray(footprint, dtype=bool)
+        return np.asarray(_dispatch.on_host(footprint, "footprint"), dtype=bool)
     if size is None:
         raise ValueError("no footprint or filter size provided: pass size= or footprint=")
     sizes = [_args.check_size(s) for s in _args.normalize_sequence(size, len(axes), "size")]
@@ -501,12 +594,12 @@ def _min_or_max_plan(ndim, size, footprint, origin, mode, axes, kind):
     (run_footprint, spec) for any other."""
     axes = _args.check_axes(axes, ndim)
     mask = _footprint_mask(size, footprint, axes, ndim)
-    if mask.ndim != len(axes):
-        raise ValueError(f"footprint has {mask.ndim} dimensions but {len(axes)} are needed "
-                         "(one per filtered axis)")
     if not mask.any():
         raise ValueError("an all-zero footprint is not supported")
     if mask.all():
+        if mask.ndim != len(axes):  # scipy's words: its separable path compares the shape with len(axes)
+            raise ArgumentError(f"footprint has {mask.ndim} dimensions but {len(axes)} are needed (one per "
+                                "filtered axis): sequence argument must have length equal to input rank")
         origins = _args.normalize_sequence(origin, len(axes), "origin")
         modes = _args.normalize_sequence(mode, len(axes), "mode")
         return run_separable, tuple((ax, kind, (), n, _args.check_origin(o, n), _args.mode_code(m))
@@ -569,14 +662,36 @@ def _rank_filter(input, rank, size, footprint, output, mode, cval, origin, axes,
     if footprint is None and (binding := _plain_binding(input, output, cval, stream)) is not None:
         spec, extreme = _rank_plan_of_size(input.ndim, rank, size, None, origin, mode, axes, operation)
         if extreme is None:  # else _min_or_max below
-            return binding.footprint(input, None, spec, cval, 0.0, 0)
+            return binding.footprint(input, None, spec, _cval_in_dtype(cval, input.dtype), 0.0, 0)
     src = _real_operand(input)
     plan = _rank_plan if footprint is not None else _rank_plan_of_size
     spec, extreme = plan(src.ndim, rank, size, footprint, origin, mode, axes, operation)
     if extreme is not None:  # scipy: the minimum or maximum filter
         kind, mask, origins, modes = extreme
         return _min_or_max(src.obj, None, mask, output, modes, cval, origins, None, kind, stream)
-    return _footprint_filter(src, spec, output, cval, stream=stream)
+    return _footprint_filter(src, spec, output, _cval_in_dtype(cval, src.dtype), stream=stream)
+
+
+def _cval_in_dtype(cval, dtype):
+    """cval as scipy's rank filters compare it with integer data: converted
+    to the dtype first, as C converts a double to an integer type on x86-64:
+    truncated toward zero to an int (int64 for uint32, int64 and uint64),
+    whose low bits are kept (uint8: -1 -> 255, 300 -> 44); NaN and values
+    beyond that int give its minimum (uint8: 1e10 -> 0), uint64 values from
+    2^64 up give 0. Float data: cval itself."""
+    if dtype.kind not in "iu" or type(cval) is bool:
+        return cval
+    value = float(cval)
+    width = 64 if dtype.itemsize == 8 or dtype == np.uint32 else 32
+    low, high = -2.0**(width - 1), 2.0**(width if dtype == np.uint64 else width - 1)
+    whole = int(value) if math.isfinite(value) and low <= value < high else -2**(width - 1)
+    if dtype == np.uint64 and value >= high:  # gcc's uint64 conversion of values from 2^64 up
+        whole = 0
+    bits = 8 * dtype.itemsize
+    whole %= 2**bits
+    if dtype.kind == "i" and whole >= 2**(bits - 1):
+        whole -= 2**bits
+    return float(whole)
 
 
 def _rank_plan(ndim, rank, size, footprint, origin, mode, axes, operation):
@@ -676,12 +791,22 @@ def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=Non
     return _edge_filter(input, axis, output, mode, cval, "prewitt", stream)
 
 
-def _sum_over_axes(input, derivative, output, mode, cval, axes, square):
+def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream):
     """The core of generic_laplace (square=False) and
     generic_gradient_magnitude (square=True): derivative along each axis,
-    (squared,) summed in the output dtype, (square-rooted)."""
+    (squared,) summed in the output dtype, (square-rooted). Every argument
+    is checked before the first derivative writes; `derivative` runs with
+    `stream` current in the input's library (_dispatch.stream_made_current)."""
     src = _filter_input(input)
     axes = _args.check_axes(axes, src.ndim)
+    modes = _args.normalize_sequence(mode, len(axes), "mode")
+    for m in modes:
+        _args.mode_code(m)
+    _args.check_cval(cval, src.dtype)
+    _check_complex_output(output, src.dtype.kind == "c")
+    if _dispatch.is_swapped_numpy(output):
+        return _into_swapped(output, src, lambda native: _sum_over_axes(src.obj, derivative, native, mode, cval,
+                                                                        axes, square, stream))
     out, result = _dispatch.resolve_output(output, src, src.dtype)
     dtype = output_dtype_of(out)
     target = out
@@ -692,69 +817,77 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square):
     elif result is not None and _dispatch.may_share_memory(src.obj, out):
         # Every derivative reads the whole input: never write into it early.
         target = _dispatch.allocate_like(src, dtype)
-    if not axes:
-        _dispatch.copy_into(src.obj, target, src)
-    else:
-        modes = _args.normalize_sequence(mode, len(axes), "mode")
-        derivative(input, axes[0], target, modes[0], cval)
-        if square:
-            _dispatch.elementwise("square", target, target, target, src)
-        for ax, m in zip(axes[1:], modes[1:]):
-            tmp = derivative(input, ax, dtype, m, cval)
+
+    def apply(op, a, b, into):
+        if dtype.kind == "c" and op in ("square", "sqrt"):  # scipy's complex square and root
+            _dispatch.complex_unary(op, a, into, src, stream)
+        else:
+            _dispatch.elementwise(op, a, b, into, src, stream)
+
+    with _dispatch.stream_made_current(src, stream):
+        if not axes:
+            _dispatch.copy_into(src.obj, target, src, stream)
+        else:
+            derivative(src.obj, axes[0], target, modes[0], cval)
             if square:
-                _dispatch.elementwise("square", tmp, tmp, tmp, src)
-            _dispatch.elementwise("add", target, tmp, target, src)
-        if square:
-            _dispatch.elementwise("sqrt", target, target, target, src)
-    if target is not out:
-        _dispatch.copy_into(target, out, src)
+                apply("square", target, target, target)
+            for ax, m in zip(axes[1:], modes[1:]):
+                tmp = derivative(src.obj, ax, dtype, m, cval)
+                if square:
+                    apply("square", tmp, tmp, tmp)
+                apply("add", target, tmp, target)
+            if square:
+                apply("sqrt", target, target, target)
+        if target is not out:
+            _dispatch.copy_into(target, out, src, stream)
     return _dispatch.hand_back(out, src) if result is None else result
 
 
 def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0, extra_arguments=(),
-                    extra_keywords=None, *, axes=None, threads=None):
+                    extra_keywords=None, *, axes=None, stream=None, threads=None):
     """N-D Laplace filter from a second-derivative function (scipy.ndimage.generic_laplace).
 
     ``derivative2(input, axis, output, mode, cval, *extra_arguments, **extra_keywords)``
     is called once per axis, with the caller's array; it may use gpufilt's filters."""
     if threads is not None:
         return _on_cpu_threads(threads, generic_laplace, input, derivative2, output, mode, cval,
-                               extra_arguments, extra_keywords, axes=axes)
+                               extra_arguments, extra_keywords, axes=axes, stream=stream)
     kw = extra_keywords or {}
 
     def derivative(x, axis, out, mode, cval):
         return derivative2(x, axis, out, mode, cval, *extra_arguments, **kw)
-    return _sum_over_axes(input, derivative, output, mode, cval, axes, square=False)
+    return _sum_over_axes(input, derivative, output, mode, cval, axes, False, stream)
 
 
 def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
-                               extra_arguments=(), extra_keywords=None, *, axes=None, threads=None):
+                               extra_arguments=(), extra_keywords=None, *, axes=None, stream=None,
+                               threads=None):
     """Gradient magnitude from a first-derivative function
     (scipy.ndimage.generic_gradient_magnitude)."""
     if threads is not None:
         return _on_cpu_threads(threads, generic_gradient_magnitude, input, derivative, output, mode, cval,
-                               extra_arguments, extra_keywords, axes=axes)
+                               extra_arguments, extra_keywords, axes=axes, stream=stream)
     kw = extra_keywords or {}
 
     def first(x, axis, out, mode, cval):
         return derivative(x, axis, out, mode, cval, *extra_arguments, **kw)
-    return _sum_over_axes(input, first, output, mode, cval, axes, square=True)
+    return _sum_over_axes(input, first, output, mode, cval, axes, True, stream)
 
 
-def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None, threads=None):
+def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None, stream=None, threads=None):
     """N-D Laplace filter with [1, -2, 1] second differences (scipy.ndimage.laplace)."""
     if threads is not None:
-        return _on_cpu_threads(threads, laplace, input, output, mode, cval, axes=axes)
-    in_one_pass = _laplace_in_one_pass(input, output, mode, cval, axes)
+        return _on_cpu_threads(threads, laplace, input, output, mode, cval, axes=axes, stream=stream)
+    in_one_pass = _laplace_in_one_pass(input, output, mode, cval, axes, stream)
     if in_one_pass is not None:
         return in_one_pass
 
     def derivative2(x, axis, out, mode, cval):
-        return correlate1d(x, [1, -2, 1], axis, out, mode, cval, 0)
-    return generic_laplace(input, derivative2, output, mode, cval, axes=axes)
+        return correlate1d(x, [1, -2, 1], axis, out, mode, cval, 0, stream=stream)
+    return generic_laplace(input, derivative2, output, mode, cval, axes=axes, stream=stream)
 
 
-def _laplace_in_one_pass(input, output, mode, cval, axes):
+def _laplace_in_one_pass(input, output, mode, cval, axes, stream):
     """laplace by the backend's one-pass kernel (2-D and 3-D arrays, every
     axis, a real output of the input's dtype): the same values as the
     pass-by-pass sum below, one read and one write. None when it does not
@@ -766,7 +899,7 @@ def _laplace_in_one_pass(input, output, mode, cval, axes):
         return None
     _args.check_cval(cval, src.dtype)
     modes = [_args.mode_code(m) for m in _args.normalize_sequence(mode, src.ndim, "mode")]
-    module, stream = _dispatch._backend(src, None)
+    module, stream = _dispatch._backend(src, stream)
     out, result = _dispatch.resolve_output(output, src, src.dtype)
     if not module.laplace(src.obj, out, modes, float(cval), stream):
         return None
@@ -784,32 +917,32 @@ def _sigma_per_axis(ndim, axes, sigma):
     return full
 
 
-def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
+def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, stream=None,
                      threads=None, **kwargs):
     """Laplace filter with Gaussian second derivatives (scipy.ndimage.gaussian_laplace)."""
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_laplace, input, sigma, output, mode, cval, axes=axes,
-                               **kwargs)
-    ndim = _filter_input(input).ndim
-    sigmas = _sigma_per_axis(ndim, _args.check_axes(axes, ndim), sigma)
+                               stream=stream, **kwargs)
+    src = _filter_input(input)
+    sigmas = _sigma_per_axis(src.ndim, _args.check_axes(axes, src.ndim), sigma)
 
     def derivative2(x, axis, out, mode, cval):
-        order = [0] * ndim
+        order = [0] * src.ndim
         order[axis] = 2
-        return gaussian_filter(x, sigmas, order, out, mode, cval, **kwargs)
-    return generic_laplace(input, derivative2, output, mode, cval, axes=axes)
+        return gaussian_filter(x, sigmas, order, out, mode, cval, stream=stream, **kwargs)
+    return generic_laplace(src.obj, derivative2, output, mode, cval, axes=axes, stream=stream)
 
 
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
-                                threads=None, **kwargs):
+                                stream=None, threads=None, **kwargs):
     """Gradient magnitude with Gaussian derivatives (scipy.ndimage.gaussian_gradient_magnitude)."""
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_gradient_magnitude, input, sigma, output, mode, cval,
-                               axes=axes, **kwargs)
-    ndim = _filter_input(input).ndim
+                               axes=axes, stream=stream, **kwargs)
+    src = _filter_input(input)
 
     def derivative(x, axis, out, mode, cval):
-        order = [0] * ndim
+        order = [0] * src.ndim
         order[axis] = 1
-        return gaussian_filter(x, sigma, order, out, mode, cval, **kwargs)
-    return generic_gradient_magnitude(input, derivative, output, mode, cval, axes=axes)
+        return gaussian_filter(x, sigma, order, out, mode, cval, stream=stream, **kwargs)
+    return generic_gradient_magnitude(src.obj, derivative, output, mode, cval, axes=axes, stream=stream)

@@ -1,0 +1,48 @@
+"""SciPy's own filter tests (scipy/ndimage/tests/test_filters.py, the
+installed SciPy 1.17) run against gpufilt.ndimage on numpy arrays, in a
+child process (scipy_suite_plugin.py swaps gpufilt's filters in).
+
+Every test of a filter gpufilt provides must pass; those of the filters it
+does not provide (generic_filter, generic_filter1d, vectorized_filter) are
+skipped, and scipy_suite_plugin.DELIBERATE_DIFFERENCES lists the tests
+gpufilt fails on purpose (xfail, strict). ``python tests/test_scipy_suite.py``
+prints the whole report; on a GPU machine,
+``SCIPY_ARRAY_API=1 python tests/test_scipy_suite.py`` adds SciPy's cupy
+cases."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+scipy = pytest.importorskip("scipy")
+pytest.importorskip("hypothesis")  # SciPy's test file imports it
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTED_SCIPY = "1.17."  # the release whose test file this harness was checked against
+
+
+def run_suite(*extra_args, capture=True):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "scipy_suite_plugin",
+               "-W", "ignore::pytest.PytestUnknownMarkWarning",  # scipy's conftest marks
+               "--pyargs", "scipy.ndimage.tests.test_filters", *extra_args]
+    return subprocess.run(command, env=env, cwd=HERE, capture_output=capture, text=True)
+
+
+@pytest.mark.skipif(not scipy.__version__.startswith(TESTED_SCIPY),
+                    reason=f"the harness is checked against SciPy {TESTED_SCIPY}x's test file, "
+                           f"not {scipy.__version__}'s")
+def test_scipy_filter_tests_pass_on_gpufilt():
+    result = run_suite()
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr
+    failures = [line for line in result.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    assert result.returncode == 0, f"{summary}\n" + "\n".join(failures[:40])
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed > 2000, summary  # the whole file ran, not a fraction of it
+
+
+if __name__ == "__main__":  # extra arguments go to pytest (e.g. -n 8)
+    sys.exit(run_suite("-rsx", *sys.argv[1:], capture=False).returncode)
