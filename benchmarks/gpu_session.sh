@@ -70,7 +70,7 @@ fi
 if want peers; then
   say "SciPy's filter tests on numpy and cupy arrays"
   (cd /tmp && SCIPY_ARRAY_API='["numpy", "cupy"]' timeout "${PEERS_TIMEOUT:-300}" \
-      $python "$root/tests/test_scipy_suite.py" -n 8 > "$out/scipy_suite.log" 2>&1)
+      $python "$root/tests/test_scipy_suite.py" -p no:benchmark > "$out/scipy_suite.log" 2>&1)  # (not under xdist: scipy's markers)
   echo "exit code $?"; tail -n 1 "$out/scipy_suite.log"
   grep -E "^(FAILED|ERROR)" "$out/scipy_suite.log" | head -n 20
   cupyx_tests=${CUPYX_TESTS:-$root/.whl/cupy-tests/test_filters.py}
@@ -78,7 +78,7 @@ if want peers; then
     say "CuPy's cupyx filter tests"
     (cd /tmp && PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}" timeout "${PEERS_TIMEOUT:-300}" \
         $python -m pytest -q -n 8 -p no:benchmark -p no:cacheprovider -p cupyx_suite_plugin "$cupyx_tests" \
-        -rsx > "$out/cupyx_suite.log" 2>&1)
+        -rfEsx > "$out/cupyx_suite.log" 2>&1)
     echo "exit code $?"; tail -n 1 "$out/cupyx_suite.log"
     grep -E "^(FAILED|ERROR)" "$out/cupyx_suite.log" | head -n 20
   fi

@@ -160,6 +160,27 @@ def test_rank_filters_convert_cval_to_the_integer_dtype_as_scipy(dtype, cval, rn
             np.testing.assert_array_equal(
                 getattr(gnd, name)(values, *args, size=size, mode="constant", cval=cval),
                 getattr(snd, name)(values, *args, size=size, mode="constant", cval=cval), err_msg=name)
+    # Minima and maxima: a footprint compares as the rank filters do, a box (1-D passes) with cval
+    # itself; a cval beyond int32 then reaches the output, whose conversion C leaves undefined (README).
+    boxes = [np.ones((2, 3), bool)] if abs(cval) < 2**31 else []
+    for footprint in [np.array([[1, 0, 1], [1, 1, 0], [0, 1, 1]], bool)] + boxes:
+        for name in ("minimum_filter", "maximum_filter"):
+            np.testing.assert_array_equal(
+                getattr(gnd, name)(values, footprint=footprint, mode="constant", cval=cval),
+                getattr(snd, name)(values, footprint=footprint, mode="constant", cval=cval), err_msg=name)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (3, 0, 3), (0,), (0, 3), (0, 0, 0)])
+@pytest.mark.parametrize("name", ["correlate", "convolve"])
+def test_weights_with_axes_of_length_0_as_scipy(name, shape, rng):
+    values = random_array(rng, (3, 3), np.float64)
+    try:
+        expected = getattr(snd, name)(values, np.ones(shape))
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            getattr(gnd, name)(values, np.ones(shape))
+    else:
+        np.testing.assert_array_equal(getattr(gnd, name)(values, np.ones(shape)), expected)
 
 
 # --------------------------------------------------- complex gradient magnitude
@@ -206,7 +227,7 @@ def test_cupy_weights_and_footprints_are_read_where_they_are(rng):
              ("median_filter", (), {"footprint": footprint}), ("rank_filter", (1,), {"footprint": footprint}),
              ("minimum_filter", (), {"footprint": footprint}), ("maximum_filter", (), {"footprint": footprint})]
     for name, args, kwargs in cases:
-        on_device = tuple(cupy.asarray(a) for a in args)
+        on_device = tuple(cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
         kw_device = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
         result = getattr(gnd, name)(d, *on_device, **kw_device)
         assert isinstance(result, cupy.ndarray), name

@@ -70,11 +70,13 @@ def mode_code(mode) -> int:
 
 
 def normalize_sequence(value, rank: int, name: str) -> list:
-    """A scalar repeated `rank` times, or a sequence of exactly `rank` items."""
+    """A scalar repeated `rank` times, or a sequence of exactly `rank` items
+    (0-d arrays among them, cupy's too, as Python scalars)."""
     if isinstance(value, (int, float, str)):  # scalars and mode names, without np.iterable
         return [value] * rank
-    if np.iterable(value):
-        items = list(value)
+    value = _scalar(value)
+    if np.iterable(value) and not isinstance(value, str):
+        items = [_scalar(item) for item in value]
         if len(items) != rank:  # scipy's RuntimeError and words
             raise ArgumentError(f"{name} has {len(items)} entries but {rank} are needed (one per "
                                 "filtered axis): sequence argument must have length equal to input rank")
@@ -97,11 +99,12 @@ def check_axes(axes, ndim: int) -> tuple:
     scipy's errors: TypeError for a non-integer, ValueError out of range."""
     if axes is None:
         return tuple(range(ndim))
+    axes = _scalar(axes)
     if np.isscalar(axes):
         axes = (axes,)
     if not isinstance(axes, Iterable):
         raise ValueError("axes must be an integer, iterable of integers, or None")
-    axes = tuple(operator.index(ax) for ax in axes)  # its TypeError: "... cannot be interpreted as an integer"
+    axes = tuple(operator.index(_scalar(ax)) for ax in axes)  # its TypeError: "... cannot be interpreted as an integer"
     for ax in axes:
         if not -ndim <= ax < ndim:
             raise ValueError(f"specified axis: {ax} is out of range for an array of dimension {ndim}")
@@ -112,6 +115,7 @@ def check_axes(axes, ndim: int) -> tuple:
 
 
 def check_origin(origin, taps: int) -> int:
+    origin = _scalar(origin)
     try:
         origin = operator.index(origin)
     except TypeError:
@@ -122,7 +126,16 @@ def check_origin(origin, taps: int) -> int:
     return origin
 
 
+def _scalar(value):
+    """A 0-d array (numpy, or cupy from code written for cupyx: read to the
+    host, explicitly) as its Python scalar; anything else as it is."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item") and not isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def check_size(size, name="size") -> int:
+    size = _scalar(size)
     try:
         value = operator.index(size)
     except TypeError:

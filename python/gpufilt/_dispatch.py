@@ -561,6 +561,16 @@ def complex_unary(op, a, out, src: Operand, stream=None):
             xp.sqrt(a, out=out)
 
 
+class _StreamHandle:
+    """A raw cudaStream_t as the CUDA stream protocol presents one."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
 class stream_made_current:
     """A context in which `stream` (a filter's stream= argument) is the
     current stream of src's library (cupy or torch), so that work a filter
@@ -574,7 +584,13 @@ class stream_made_current:
         ptr = resolve_stream(stream, src)
         if src.library == "cupy":
             import cupy
-            self._context = cupy.cuda.ExternalStream(ptr, src.device_id)
+            if isinstance(stream, cupy.cuda.Stream):
+                self._context = stream
+            elif hasattr(cupy.cuda.Stream, "from_external"):  # CuPy 14 (ExternalStream is deprecated)
+                with cupy.cuda.Device(src.device_id):
+                    self._context = cupy.cuda.Stream.from_external(_StreamHandle(ptr))
+            else:
+                self._context = cupy.cuda.ExternalStream(ptr, src.device_id)
         else:
             import torch
             self._context = torch.cuda.stream(torch.cuda.ExternalStream(ptr, device=src.device_id))

@@ -233,8 +233,9 @@ def _as_weights(weights, ndim=None):
     if w.dtype.kind not in "biufc":
         raise TypeError(f"weights must be numbers, got dtype {w.dtype}")
     w = w.astype(np.complex128 if w.dtype.kind == "c" else np.float64, copy=False)
-    if ndim == 1 and (w.ndim != 1 or w.shape[0] < 1):
-        raise ValueError(f"weights must be a non-empty 1-D sequence, got shape {w.shape}")
+    if ndim == 1 and (w.ndim != 1 or w.shape[0] < 1):  # scipy: RuntimeError('no filter weights given')
+        raise ArgumentError(f"no filter weights given: weights must be a non-empty 1-D sequence, got shape "
+                            f"{w.shape}")
     return w
 
 
@@ -494,6 +495,11 @@ def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution,
         func = convolve if convolution else correlate
         return _complex_weights_filter(func, src, w, output, cval, mode=mode, origin=origin,
                                        axes=axes, stream=stream)
+    if w.size == 0:  # as scipy: the weights' axes of length 0 are dropped, and no weight sums to 0
+        if sum(n > 0 for n in w.shape) != len(axes):
+            raise ArgumentError(f"weights.ndim ({sum(n > 0 for n in w.shape)}, without its axes of length 0) "
+                                f"must match len(axes) ({len(axes)})")
+        w = np.zeros((1,) * len(axes))
     w = _expand_to_input(src.ndim, axes, w, "weights")
     origins = _expand_origins(src.ndim, axes, origin)
     _check_origins(w.shape, origins)
@@ -586,6 +592,8 @@ def _min_or_max(input, size, footprint, output, mode, cval, origin, axes, kind, 
     src = _real_operand(input)
     plan = _min_or_max_plan if footprint is not None else _min_or_max_plan_of_size
     kernel, work = plan(src.ndim, size, footprint, origin, mode, axes, kind)
+    if kernel is run_footprint:  # scipy's footprint filters compare integer data with cval in its dtype
+        cval = _cval_in_dtype(cval, src.dtype)
     return _run(kernel, src, work, output, cval, False, stream)
 
 
