@@ -9,7 +9,6 @@ from ._errors import ArgumentError, CudaError
 from ._dispatch import describe
 from ._external import ExternalArray, from_pointer
 from ._info import info
-from ._core import free_cpu_pool
 from . import ndimage
 
 __version__ = _core.__version__
@@ -34,16 +33,59 @@ def _check_environment():
 _check_environment()
 
 
+def free_cpu_pool() -> None:
+    """Returns the CPU result pool's free blocks to the system.
+
+    Large CPU results (8 MiB and up) are views of blocks of gpufilt's result
+    pool; once dropped, a block is kept (up to ``GPUFILT_CPU_POOL_BYTES``,
+    default 1 GiB) to serve the next large result without page faults.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import gpufilt
+    >>> gpufilt.free_cpu_pool()
+    >>> gpufilt.info()["cpu"]["pool"]["free_bytes"]
+    0
+    """
+    _core.free_cpu_pool()
+
+
 def get_include():
     """The folder holding gpufilt's C++ headers (``gpufilt/external_array.hpp``),
     for C++ programs that embed Python; CMake users ``find_package(gpufilt)``
-    with ``gpufilt_DIR`` from ``python -m gpufilt --cmake-dir``."""
+    with ``gpufilt_DIR`` from ``python -m gpufilt --cmake-dir``.
+
+    Returns
+    -------
+    path : str
+
+    Examples
+    --------
+    >>> import os, gpufilt
+    >>> os.path.basename(gpufilt.get_include())
+    'include'
+    """
     import os
     return os.path.join(os.path.dirname(__file__), "include")
 
 
 def get_cmake_dir():
-    """The folder holding ``gpufiltConfig.cmake`` (target ``gpufilt::headers``)."""
+    """The folder holding ``gpufiltConfig.cmake`` (target ``gpufilt::headers``).
+
+    Returns
+    -------
+    path : str
+
+    Examples
+    --------
+    >>> import os, gpufilt
+    >>> os.path.basename(gpufilt.get_cmake_dir())
+    'gpufilt'
+    """
     import os
     return os.path.join(os.path.dirname(__file__), "share", "cmake", "gpufilt")
 

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from . import _core
+from . import _core, _docs
 from ._errors import ArgumentError
 
 _cuda = None
@@ -40,6 +40,15 @@ def cuda_module():
     return _cuda
 
 
+@_docs.numpy_sections(
+    [("array : array", "Any array gpufilt can import.")],
+    ("facts : dict", "What the importer saw."), """
+    >>> import numpy as np
+    >>> import gpufilt
+    >>> d = gpufilt.describe(np.zeros((2, 3), dtype=np.float32))
+    >>> d["protocol"], d["device"], d["shape"], d["strides"], d["dtype"]
+    ('numpy', 'cpu', (2, 3), (12, 4), 'float32')
+    """)
 def describe(array):
     """What gpufilt's importer sees of ``array``.
 

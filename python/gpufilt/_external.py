@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from . import _core
+from . import _core, _docs
 
 # DLPack type codes of the numpy kinds gpufilt handles.
 _DLPACK_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
@@ -31,10 +31,33 @@ _DLPACK_CPU, _DLPACK_CUDA = 1, 2
 class ExternalArray:
     """A view of foreign memory; made by :func:`from_pointer`.
 
-    Attributes: ``ptr`` (int), ``shape``, ``strides`` (bytes), ``dtype``
-    (numpy dtype), ``device`` (``'cpu'`` or ``'cuda'``), ``device_id``,
-    ``readonly``, ``stream`` (the CUDA stream the data is ready on, or None)
-    and ``owner`` (kept alive as long as this object or any view of it is).
+    Attributes
+    ----------
+    ptr : int
+        The address of the first element.
+    shape : tuple of ints
+    strides : tuple of ints or None
+        The strides in bytes; None for C order.
+    dtype : numpy.dtype
+    device : str
+        ``'cpu'`` or ``'cuda'``.
+    device_id : int
+    readonly : bool
+    stream : int or None
+        The CUDA stream the data is ready on.
+    owner : object
+        Kept alive as long as this object or any view of it is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import gpufilt
+    >>> data = np.arange(6.0)
+    >>> view = gpufilt.from_pointer(data.ctypes.data, (2, 3), "float64", owner=data)
+    >>> view.shape, view.strides, view.device
+    ((2, 3), None, 'cpu')
+    >>> np.asarray(view)[1]
+    array([3., 4., 5.])
     """
 
     __slots__ = ("ptr", "shape", "strides", "dtype", "device", "device_id", "readonly", "stream",
@@ -125,6 +148,26 @@ def _order_streams(producer, consumer):
 # ------------------------------------------------------------- from_pointer
 
 
+@_docs.numpy_sections(
+    [("ptr : int or ctypes pointer", "The address of the first element."),
+     ("shape : int or sequence of ints", "The array's shape."),
+     ("dtype : dtype", "Anything numpy.dtype takes, of native byte order."),
+     ("strides : sequence of ints, optional", "Byte strides; default C order."),
+     ("device : str, optional", "'cpu' (default), 'cuda' or 'cuda:N'."),
+     ("readonly : bool, optional", "Consumers see the memory as read-only."),
+     ("owner : object, optional", "Kept alive while the view or any view made from it lives."),
+     ("stream : int, optional", "For device memory, the CUDA stream the data is ready on.")],
+    ("view : ExternalArray", "The memory, exported through DLPack, the CUDA Array Interface (device memory) "
+     "or the buffer protocol (host memory): gpufilt's filters take it, and numpy.asarray, cupy.asarray "
+     "or torch.from_dlpack view it without copying."), """
+    >>> import numpy as np
+    >>> import gpufilt
+    >>> data = np.arange(6.0)
+    >>> view = gpufilt.from_pointer(data.ctypes.data, (2, 3), "float64", owner=data)
+    >>> gpufilt.ndimage.uniform_filter1d(view, 3)
+    array([[0.33333333, 1.        , 1.66666667],
+           [3.33333333, 4.        , 4.66666667]])
+    """)
 def from_pointer(ptr, shape, dtype, *, strides=None, device="cpu", readonly=False, owner=None,
                  stream=None):
     """Wraps memory at `ptr` as an :class:`ExternalArray`, without copying.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 import platform
 
-from . import _core, _dispatch
+from . import _core, _dispatch, _docs
 
 _LIBRARIES = ("numpy", "scipy", "cupy", "torch", "jax", "numba")
 
@@ -19,6 +19,14 @@ def _library_versions():
     return versions
 
 
+@_docs.numpy_sections(
+    [],
+    ("facts : dict", "Keys 'version', 'build', 'cpu', 'cuda', 'libraries', 'platform', 'python'."), """
+    >>> import gpufilt
+    >>> facts = gpufilt.info()
+    >>> facts["version"] == gpufilt.__version__
+    True
+    """)
 def info() -> dict:
     """Build and runtime facts: gpufilt version; build (CUDA on/off,
     architectures, compilers, OpenMP); the vector instructions the CPU

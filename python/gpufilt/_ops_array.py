@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from . import _dispatch
+from . import _dispatch, _docs
 from ._dispatch import BFLOAT16, Operand, dtype_kind, hand_back, is_bfloat16
 from ._range_errors import ops_backend
 
@@ -61,6 +61,17 @@ def _scalar_bytes(value, dtype):
 
 # -------------------------------------------------------------- fill/broadcast
 
+@_docs.numpy_sections(
+    [("x : array", "The array to fill, on the CPU or a CUDA device."),
+     ("value : scalar", "Converted to x's dtype as numpy converts it (out of range: OverflowError)."), "stream"],
+    ("x : array", "x itself."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> x = np.zeros((2, 3), dtype=np.float32)
+    >>> ops.fill(x, 1.5)
+    array([[1.5, 1.5, 1.5],
+           [1.5, 1.5, 1.5]], dtype=float32)
+    """)
 def fill(x, value, *, stream=None):
     """Sets every element of ``x`` to ``value`` in place (``x.fill(value)``:
     numpy's conversion and range checks); returns ``x``."""
@@ -71,6 +82,16 @@ def fill(x, value, *, stream=None):
     return x
 
 
+@_docs.numpy_sections(
+    [("x : array", "The array broadcast."), ("out : array", "The target, of x's dtype and device."), "stream"],
+    ("out : array", "out itself."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> out = np.empty((2, 3))
+    >>> ops.broadcast_to(np.array([1.0, 2.0, 3.0]), out)
+    array([[1., 2., 3.],
+           [1., 2., 3.]])
+    """)
 def broadcast_to(x, out, *, stream=None):
     """Writes ``x`` broadcast to ``out``'s shape (numpy's rules, by zero
     strides: nothing is materialised) into ``out``; returns ``out``. The
@@ -135,6 +156,20 @@ def _same_kind(src, dst):
     return dtype_kind(dst) == "f" or order.index(dtype_kind(src)) <= order.index(dtype_kind(dst)) < 3
 
 
+@_docs.numpy_sections(
+    [("x : array", "The array summed."), ("axis : None, int or tuple of ints, optional", "The axes summed; default all."),
+     ("dtype : dtype, optional", "The result's dtype; default numpy's."), "out",
+     ("keepdims : bool, optional", "Keep the summed axes with length 1."), "stream"],
+    ("result : array", "The sums (0-d for a full sum), of x's library on x's device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> x = np.arange(6, dtype=np.int8).reshape(2, 3)
+    >>> ops.sum(x)
+    array(15)
+    >>> ops.sum(x, axis=1, keepdims=True)
+    array([[ 3],
+           [12]])
+    """)
 def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, stream=None):  # noqa: A001 - numpy's name
     """numpy.sum: ``x`` summed over ``axis`` (None: all; an int or a tuple).
 
@@ -244,6 +279,17 @@ def _is_python_or_numpy_scalar(v):
     return isinstance(v, (bool, int, float, complex, np.generic))
 
 
+@_docs.numpy_sections(
+    [("a, b : array or scalar", "The operands, broadcast against each other; at least one an array."), "out", "stream"],
+    ("result : array", "a + b, of the array's library on its device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.add(np.arange(3), np.array([[10], [20]]))
+    array([[10, 11, 12],
+           [20, 21, 22]])
+    >>> ops.add(np.arange(3, dtype=np.uint8), 255)
+    array([255,   0,   1], dtype=uint8)
+    """)
 def add(a, b, out=None, *, stream=None):
     """numpy.add of two arrays (broadcast) or an array and a scalar; result
     dtype by numpy's rules (NEP 50 for Python scalars); integers wrap."""
@@ -252,6 +298,14 @@ def add(a, b, out=None, *, stream=None):
     return _binary("add", a, b, out, stream)
 
 
+@_docs.numpy_sections(
+    [("a, b : array or scalar", "The operands, broadcast against each other; at least one an array."), "out", "stream"],
+    ("result : array", "a * b, of the array's library on its device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.multiply(np.arange(4.0), 0.5)
+    array([0. , 0.5, 1. , 1.5])
+    """)
 def multiply(a, b, out=None, *, stream=None):
     """numpy.multiply, as :func:`add`."""
     if _is_python_or_numpy_scalar(a) and not _is_python_or_numpy_scalar(b):
@@ -261,6 +315,17 @@ def multiply(a, b, out=None, *, stream=None):
 
 # -------------------------------------------------------------------- gather
 
+@_docs.numpy_sections(
+    [("source : array", "The array taken from."), ("index : array of int", "The indices along axis, on source's device."),
+     ("axis : int, optional", "The axis indexed; default 0."), "out", "stream"],
+    ("result : array", "numpy.take(source, index, axis), of source's library on its device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.gather(np.array([[1, 2], [3, 4], [5, 6]]), np.array([2, 0, -1]))
+    array([[5, 6],
+           [1, 2],
+           [5, 6]])
+    """)
 def gather(source, index, axis=0, out=None, *, stream=None):
     """numpy.take(source, index, axis): the result has shape
     ``source.shape[:axis] + index.shape + source.shape[axis+1:]``.

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from . import _dispatch
+from . import _dispatch, _docs
 from ._dispatch import Operand
 from ._range_errors import ops_backend
 
@@ -22,6 +22,18 @@ _CUBLAS = "libcublas.so.13"
 _blas_by_module = {}  # kernel module name -> what blas_load found
 
 
+@_docs.numpy_sections(
+    [("a, b : array", "2-D matrices or 3-D stacks of them, of one dtype and device."),
+     ("trans_a, trans_b : bool, optional", "Multiply by the transpose of a or b (of their last two axes)."),
+     "out", "stream"],
+    ("result : array", "op(a) @ op(b), of a's library on a's device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> a = np.arange(6.0).reshape(2, 3)
+    >>> ops.matmul(a, a, trans_b=True)
+    array([[ 5., 14.],
+           [14., 50.]])
+    """)
 def matmul(a, b, trans_a=False, trans_b=False, out=None, *, stream=None):
     """Matrix product ``op(a) @ op(b)``, as ``numpy.matmul`` computes it.
 

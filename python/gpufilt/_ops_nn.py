@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _docs
 from ._args import check_axis
 from ._dispatch import Operand, allocate_like, dtype_kind, hand_back, is_bfloat16
 from ._range_errors import ops_backend
@@ -93,21 +94,56 @@ def _pointwise(op, x, grad, out, stream, x_name="x"):
     return _finish(dst, result, src)
 
 
+@_docs.numpy_sections(
+    [("x : array", "Floating-point data."), "out", "stream"],
+    ("result : array", "max(x, 0), of x's library on x's device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.relu(np.array([-1.0, 0.0, 2.5]))
+    array([0. , 0. , 2.5])
+    """)
 def relu(x, out=None, *, stream=None):
     """max(x, 0) elementwise (NaN stays NaN, as torch.relu)."""
     return _pointwise("relu", x, None, out, stream)
 
 
+@_docs.numpy_sections(
+    [("x : array", "relu's input."), ("grad : array", "The gradient of the loss with respect to relu's output."),
+     "out", "stream"],
+    ("result : array", "The gradient with respect to x; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.relu_grad(np.array([-1.0, 0.0, 2.5]), np.array([1.0, 1.0, 1.0]))
+    array([0., 0., 1.])
+    """)
 def relu_grad(x, grad, out=None, *, stream=None):
     """Gradient of relu: ``grad`` where ``x > 0``, else 0 (torch's threshold_backward)."""
     return _pointwise("relu_grad", x, grad, out, stream)
 
 
+@_docs.numpy_sections(
+    [("x : array", "Floating-point data."), "out", "stream"],
+    ("result : array", "1 / (1 + exp(-x)), of x's library on x's device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.sigmoid(np.array([-1.0, 0.0, 2.0])).round(6)
+    array([0.268941, 0.5     , 0.880797])
+    """)
 def sigmoid(x, out=None, *, stream=None):
     """1 / (1 + exp(-x)) elementwise, without overflow for large |x|."""
     return _pointwise("sigmoid", x, None, out, stream)
 
 
+@_docs.numpy_sections(
+    [("y : array", "sigmoid's output."), ("grad : array", "The gradient of the loss with respect to y."), "out",
+     "stream"],
+    ("result : array", "The gradient with respect to sigmoid's input; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> y = ops.sigmoid(np.array([0.0, 2.0]))
+    >>> ops.sigmoid_grad(y, np.ones(2)).round(6)
+    array([0.25    , 0.104994])
+    """)
 def sigmoid_grad(y, grad, out=None, *, stream=None):
     """Gradient of sigmoid from its output ``y``: ``grad * (1 - y) * y``
     (torch's sigmoid_backward)."""
@@ -126,12 +162,31 @@ def _softmax(x, axis, out, stream, log):
     return _finish(dst, result, src)
 
 
+@_docs.numpy_sections(
+    [("x : array", "Floating-point data."), ("axis : int, optional", "The axis normalised; default -1."), "out",
+     "stream"],
+    ("result : array", "The softmax, of x's library on x's device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.softmax(np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])).round(6)
+    array([[0.090031, 0.244728, 0.665241],
+           [0.333333, 0.333333, 0.333333]])
+    """)
 def softmax(x, axis=-1, out=None, *, stream=None):
     """exp(x) / sum(exp(x)) along ``axis``, stable for any magnitude
     (online max and rescaled sum, then one write pass)."""
     return _softmax(x, axis, out, stream, log=False)
 
 
+@_docs.numpy_sections(
+    [("x : array", "Floating-point data."), ("axis : int, optional", "The axis normalised; default -1."), "out",
+     "stream"],
+    ("result : array", "The log of the softmax; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.log_softmax(np.array([1.0, 2.0, 3.0])).round(6)
+    array([-2.407606, -1.407606, -0.407606])
+    """)
 def log_softmax(x, axis=-1, out=None, *, stream=None):
     """(x - max) - log(sum(exp(x - max))) along ``axis``."""
     return _softmax(x, axis, out, stream, log=True)
@@ -167,6 +222,18 @@ def _cross_entropy_args(logits, labels, axis, op):
     return src, lab, axis
 
 
+@_docs.numpy_sections(
+    [("logits : array", "Floating-point scores, classes along axis."),
+     ("labels : array", "Class indices (integers, logits' shape without axis) or probabilities (logits' shape)."),
+     ("axis : int, optional", "The class axis; default -1."), "out", "stream"],
+    ("loss : array", "The mean loss, 0-d, of logits' library on its device; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> logits = np.array([[2.0, 1.0, 0.1], [0.5, 2.5, 0.3]])
+    >>> loss = ops.softmax_cross_entropy(logits, np.array([0, 1]))
+    >>> loss.shape, round(float(loss), 6)
+    ((), 0.31854)
+    """)
 def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
     """Mean cross-entropy loss of softmax(logits) against ``labels``, a 0-d
     array of logits' dtype and library (``out=``: a 0-d array).
@@ -184,6 +251,19 @@ def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
     return _finish(dst, result, src)
 
 
+@_docs.numpy_sections(
+    [("logits : array", "Floating-point scores, classes along axis."),
+     ("labels : array", "Class indices or probabilities, as for softmax_cross_entropy."),
+     ("grad : array, optional", "The gradient of the loss (0-d); default 1."), "out",
+     ("axis : int, optional", "The class axis; default -1."), "stream"],
+    ("result : array", "The gradient with respect to logits; out itself when given."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> logits = np.array([[2.0, 1.0, 0.1], [0.5, 2.5, 0.3]])
+    >>> ops.softmax_cross_entropy_grad(logits, np.array([0, 1])).round(6)
+    array([[-0.170499,  0.121216,  0.049283],
+           [ 0.054302, -0.09876 ,  0.044459]])
+    """)
 def softmax_cross_entropy_grad(logits, labels, grad=None, out=None, *, axis=-1, stream=None):
     """Gradient of ``softmax_cross_entropy`` with respect to logits:
     ``(softmax(logits) - onehot(labels)) * grad / rows``, rows the number of

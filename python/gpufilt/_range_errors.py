@@ -13,7 +13,7 @@ written.
 """
 from __future__ import annotations
 
-from . import _dispatch
+from . import _dispatch, _docs
 from ._dispatch import Operand
 
 
@@ -40,6 +40,13 @@ def raise_recorded(module):
                      f"for {bound} classes (0 <= label < {bound}); its loss and gradient rows were written as NaN")
 
 
+@_docs.numpy_sections(
+    [("x : array, optional", "An array whose library's current stream is waited for."), "stream"],
+    ("None", "Raises IndexError where an index was out of range."), """
+    >>> import numpy as np
+    >>> from gpufilt import ops
+    >>> ops.check_errors(np.zeros(3))
+    """)
 def check_errors(x=None, *, stream=None):
     """Raises IndexError now if a GPU gather or cross-entropy met an
     out-of-range index.

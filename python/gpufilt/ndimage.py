@@ -13,10 +13,11 @@ import functools
 import math
 import numbers
 import warnings
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _args, _core, _dispatch
+from . import _args, _core, _dispatch, _docs
 from ._errors import ArgumentError
 from ._dispatch import Operand, _is_dtype_like, is_bfloat16, run_footprint, run_separable
 
@@ -29,6 +30,11 @@ __all__ = [
     "generic_laplace", "generic_gradient_magnitude",
 ]
 
+
+# What the filters take: any array gpufilt imports (DLPack, CUDA Array
+# Interface, buffer protocol) or numpy converts; an output array or dtype.
+ArrayLike = Any
+Output = Any
 
 # scipy.ndimage's public functions (SciPy 1.17) that gpufilt does not
 # provide: asking for one says so, rather than a bare AttributeError (there
@@ -319,9 +325,17 @@ def _gaussian_pass(axis, sigma, order, mode, truncate, radius):
 
 # ------------------------------------------------------------------ filters
 
-def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
-                stream=None, threads=None):
-    """Calculate a 1-D correlation along the given axis (scipy.ndimage.correlate1d)."""
+@_docs.filter_doc(
+    'Calculate a 1-D correlation along the given axis.',
+    'Each output element is the sum of the weights times the input elements under them, the window centred on the element (scipy.ndimage.correlate1d). Complex weights or data are filtered as scipy does, component by component. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'weights1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
+    """
+    >>> ndimage.correlate1d([2, 8, 0, 4, 1, 9, 9, 0], weights=[1, 3])
+    array([ 8, 26,  8, 12,  7, 28, 36,  9])
+    """)
+def correlate1d(input: ArrayLike, weights: ArrayLike, axis: int = -1, output: Output = None,
+                mode: str = "reflect", cval: float = 0.0, origin: int = 0, *, stream: Any = None,
+                threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, correlate1d, input, weights, axis, output, mode, cval, origin,
                                stream=stream)
@@ -336,9 +350,17 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
-def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
-               stream=None, threads=None):
-    """Calculate a 1-D convolution along the given axis (scipy.ndimage.convolve1d)."""
+@_docs.filter_doc(
+    'Calculate a 1-D convolution along the given axis.',
+    'A correlation with the weights reversed (scipy.ndimage.convolve1d). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'weights1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
+    """
+    >>> ndimage.convolve1d([2, 8, 0, 4, 1, 9, 9, 0], weights=[1, 3])
+    array([14, 24,  4, 13, 12, 36, 27,  0])
+    """)
+def convolve1d(input: ArrayLike, weights: ArrayLike, axis: int = -1, output: Output = None,
+               mode: str = "reflect", cval: float = 0.0, origin: int = 0, *, stream: Any = None,
+               threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, convolve1d, input, weights, axis, output, mode, cval, origin,
                                stream=stream)
@@ -348,9 +370,20 @@ def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, o
     return correlate1d(input, w[::-1].conj(), axis, output, mode, cval, origin, stream=stream)
 
 
-def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
-                      truncate=4.0, *, radius=None, stream=None, threads=None):
-    """1-D Gaussian filter (scipy.ndimage.gaussian_filter1d)."""
+@_docs.filter_doc(
+    '1-D Gaussian filter.',
+    'Correlates the input with a sampled Gaussian (or its derivative) along one axis (scipy.ndimage.gaussian_filter1d). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'sigma1d', 'axis', 'order1d', 'output', 'mode', 'cval', 'truncate', 'radius', 'stream', 'threads'],
+    """
+    >>> ndimage.gaussian_filter1d([1.0, 2.0, 3.0, 4.0, 5.0], 1)
+    array([1.42704095, 2.06782203, 3.        , 3.93217797, 4.57295905])
+    >>> ndimage.gaussian_filter1d([1.0, 2.0, 3.0, 4.0, 5.0], 1, order=1)
+    array([0.36378461, 0.84884706, 0.9701249 , 0.84884706, 0.36378461])
+    """)
+def gaussian_filter1d(input: ArrayLike, sigma: float, axis: int = -1, order: int = 0, output: Output = None,
+                      mode: str = "reflect", cval: float = 0.0, truncate: float = 4.0, *,
+                      radius: int | Sequence[int] | None = None, stream: Any = None,
+                      threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_filter1d, input, sigma, axis, order, output, mode, cval,
                                truncate, radius=radius, stream=stream)
@@ -363,9 +396,24 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
-def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0, *,
-                    radius=None, axes=None, stream=None, threads=None):
-    """Multidimensional Gaussian filter (scipy.ndimage.gaussian_filter)."""
+@_docs.filter_doc(
+    'Multidimensional Gaussian filter.',
+    "A sequence of 1-D Gaussian filters, one per axis (scipy.ndimage.gaussian_filter). Intermediate results are stored in the output's dtype, as scipy stores them. On the GPU the passes of up to three axes run fused in one kernel where their lengths allow. On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'sigma', 'order', 'output', 'modes', 'cval', 'truncate', 'radius', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.arange(25.0).reshape(5, 5)
+    >>> ndimage.gaussian_filter(a, sigma=1).round(3)
+    array([[ 2.562,  3.203,  4.135,  5.067,  5.708],
+           [ 5.766,  6.407,  7.339,  8.271,  8.912],
+           [10.427, 11.068, 12.   , 12.932, 13.573],
+           [15.088, 15.729, 16.661, 17.593, 18.234],
+           [18.292, 18.933, 19.865, 20.797, 21.438]])
+    """)
+def gaussian_filter(input: ArrayLike, sigma: float | Sequence[float], order: int | Sequence[int] = 0,
+                    output: Output = None, mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+                    truncate: float = 4.0, *, radius: int | Sequence[int] | None = None,
+                    axes: int | Sequence[int] | None = None, stream: Any = None,
+                    threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_filter, input, sigma, order, output, mode, cval, truncate,
                                radius=radius, axes=axes, stream=stream)
@@ -397,9 +445,17 @@ def _uniform_pass(axis, size, origin, mode):
     return (axis, "uniform", (), size, origin, _args.mode_code(mode))
 
 
-def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
-                     stream=None, threads=None):
-    """1-D uniform (box) filter (scipy.ndimage.uniform_filter1d)."""
+@_docs.filter_doc(
+    '1-D uniform (box) filter.',
+    'The mean of the `size` elements of each window along one axis (scipy.ndimage.uniform_filter1d). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
+    """
+    >>> ndimage.uniform_filter1d([2, 8, 0, 4, 1, 9, 9, 0], size=3)
+    array([4, 3, 4, 1, 4, 6, 6, 3])
+    """)
+def uniform_filter1d(input: ArrayLike, size: int, axis: int = -1, output: Output = None,
+                     mode: str = "reflect", cval: float = 0.0, origin: int = 0, *, stream: Any = None,
+                     threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, uniform_filter1d, input, size, axis, output, mode, cval, origin,
                                stream=stream)
@@ -412,9 +468,22 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     return _separable(src, passes, output, cval, src.dtype.kind == "c", stream)
 
 
-def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
-                   stream=None, threads=None):
-    """Multidimensional uniform (box) filter (scipy.ndimage.uniform_filter)."""
+@_docs.filter_doc(
+    'Multidimensional uniform (box) filter.',
+    'A sequence of 1-D uniform filters, one per axis (scipy.ndimage.uniform_filter). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_box', 'output', 'modes', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.arange(16.0).reshape(4, 4)
+    >>> ndimage.uniform_filter(a, size=3, mode='nearest')
+    array([[ 1.66666667,  2.33333333,  3.33333333,  4.        ],
+           [ 4.33333333,  5.        ,  6.        ,  6.66666667],
+           [ 8.33333333,  9.        , 10.        , 10.66666667],
+           [11.        , 11.66666667, 12.66666667, 13.33333333]])
+    """)
+def uniform_filter(input: ArrayLike, size: int | Sequence[int] = 3, output: Output = None,
+                   mode: str | Sequence[str] = "reflect", cval: float = 0.0, origin: int | Sequence[int] = 0,
+                   *, axes: int | Sequence[int] | None = None, stream: Any = None,
+                   threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, uniform_filter, input, size, output, mode, cval, origin, axes=axes,
                                stream=stream)
@@ -514,18 +583,42 @@ def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution,
     return _footprint_filter(src, spec, output, cval, src.dtype.kind == "c", stream)
 
 
-def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
-              stream=None, threads=None):
-    """Multidimensional correlation (scipy.ndimage.correlate)."""
+@_docs.filter_doc(
+    'Multidimensional correlation.',
+    "Each output element is the sum of the weights times the input elements under them (scipy.ndimage.correlate). Weights near zero (within float64's epsilon) are skipped, as scipy skips them. On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'weights', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.arange(12.0).reshape(3, 4)
+    >>> ndimage.correlate(a, [[0, 1], [1, 0]], mode='nearest')
+    array([[ 0.,  1.,  3.,  5.],
+           [ 4.,  5.,  7.,  9.],
+           [12., 13., 15., 17.]])
+    """)
+def correlate(input: ArrayLike, weights: ArrayLike, output: Output = None, mode: str = "reflect",
+              cval: float = 0.0, origin: int | Sequence[int] = 0, *, axes: int | Sequence[int] | None = None,
+              stream: Any = None, threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, correlate, input, weights, output, mode, cval, origin, axes=axes,
                                stream=stream)
     return _correlate_nd(input, weights, output, mode, cval, origin, axes, False, stream)
 
 
-def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None,
-             stream=None, threads=None):
-    """Multidimensional convolution (scipy.ndimage.convolve)."""
+@_docs.filter_doc(
+    'Multidimensional convolution.',
+    'A correlation with the weights reversed along every axis (scipy.ndimage.convolve). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'weights', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[1, 2, 0, 0], [5, 3, 0, 4], [0, 0, 0, 7], [9, 3, 0, 0]])
+    >>> k = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0]])
+    >>> ndimage.convolve(a, k, mode='constant', cval=0.0)
+    array([[11, 10,  7,  4],
+           [10,  3, 11, 11],
+           [15, 12, 14,  7],
+           [12,  3,  7,  0]])
+    """)
+def convolve(input: ArrayLike, weights: ArrayLike, output: Output = None, mode: str = "reflect",
+             cval: float = 0.0, origin: int | Sequence[int] = 0, *, axes: int | Sequence[int] | None = None,
+             stream: Any = None, threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, convolve, input, weights, output, mode, cval, origin, axes=axes,
                                stream=stream)
@@ -555,18 +648,34 @@ def _min_max_pass(ndim, size, axis, origin, mode, kind):
     return (axis, kind, (), size, _args.check_origin(origin, size), _args.mode_code(mode))
 
 
-def minimum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
-                     stream=None, threads=None):
-    """1-D minimum filter (scipy.ndimage.minimum_filter1d)."""
+@_docs.filter_doc(
+    '1-D minimum filter.',
+    'The smallest of the `size` elements of each window along one axis (scipy.ndimage.minimum_filter1d). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
+    """
+    >>> ndimage.minimum_filter1d([2, 8, 0, 4, 1, 9, 9, 0], size=3)
+    array([2, 0, 0, 0, 1, 1, 0, 0])
+    """)
+def minimum_filter1d(input: ArrayLike, size: int, axis: int = -1, output: Output = None,
+                     mode: str = "reflect", cval: float = 0.0, origin: int = 0, *, stream: Any = None,
+                     threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, minimum_filter1d, input, size, axis, output, mode, cval, origin,
                                stream=stream)
     return _min_max_1d(input, size, axis, output, mode, cval, origin, "minimum", stream)
 
 
-def maximum_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0, *,
-                     stream=None, threads=None):
-    """1-D maximum filter (scipy.ndimage.maximum_filter1d)."""
+@_docs.filter_doc(
+    '1-D maximum filter.',
+    'The largest of the `size` elements of each window along one axis (scipy.ndimage.maximum_filter1d). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
+    """
+    >>> ndimage.maximum_filter1d([2, 8, 0, 4, 1, 9, 9, 0], size=3)
+    array([8, 8, 8, 4, 9, 9, 9, 9])
+    """)
+def maximum_filter1d(input: ArrayLike, size: int, axis: int = -1, output: Output = None,
+                     mode: str = "reflect", cval: float = 0.0, origin: int = 0, *, stream: Any = None,
+                     threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, maximum_filter1d, input, size, axis, output, mode, cval, origin,
                                stream=stream)
@@ -624,18 +733,52 @@ def _min_or_max_plan(ndim, size, footprint, origin, mode, axes, kind):
 _min_or_max_plan_of_size = _args.memoize_plain(_min_or_max_plan)
 
 
-def minimum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                   origin=0, *, axes=None, stream=None, threads=None):
-    """Multidimensional minimum filter (scipy.ndimage.minimum_filter)."""
+@_docs.filter_doc(
+    'Multidimensional minimum filter.',
+    'The smallest element of each window (scipy.ndimage.minimum_filter). A box window runs as 1-D passes, one per axis, and takes a sequence of modes; other footprints take one mode. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size', 'footprint', 'output', 'modes', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
+    >>> ndimage.minimum_filter(a, size=2)
+    array([[3, 2, 2, 1],
+           [3, 2, 2, 1],
+           [5, 5, 3, 3]])
+    >>> ndimage.minimum_filter(a, footprint=[[1, 0, 1], [0, 1, 0]])
+    array([[2, 2, 1, 1],
+           [2, 3, 1, 1],
+           [5, 7, 3, 3]])
+    """)
+def minimum_filter(input: ArrayLike, size: int | Sequence[int] | None = None,
+                   footprint: ArrayLike | None = None, output: Output = None,
+                   mode: str | Sequence[str] = "reflect", cval: float = 0.0, origin: int | Sequence[int] = 0,
+                   *, axes: int | Sequence[int] | None = None, stream: Any = None,
+                   threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, minimum_filter, input, size, footprint, output, mode, cval, origin,
                                axes=axes, stream=stream)
     return _min_or_max(input, size, footprint, output, mode, cval, origin, axes, "minimum", stream)
 
 
-def maximum_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                   origin=0, *, axes=None, stream=None, threads=None):
-    """Multidimensional maximum filter (scipy.ndimage.maximum_filter)."""
+@_docs.filter_doc(
+    'Multidimensional maximum filter.',
+    'The largest element of each window (scipy.ndimage.maximum_filter). A box window runs as 1-D passes, one per axis, and takes a sequence of modes; other footprints take one mode. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size', 'footprint', 'output', 'modes', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
+    >>> ndimage.maximum_filter(a, size=2)
+    array([[3, 3, 5, 5],
+           [7, 7, 9, 9],
+           [7, 8, 9, 9]])
+    >>> ndimage.maximum_filter(a, size=3, mode='constant', cval=0)
+    array([[7, 9, 9, 9],
+           [8, 9, 9, 9],
+           [8, 9, 9, 9]])
+    """)
+def maximum_filter(input: ArrayLike, size: int | Sequence[int] | None = None,
+                   footprint: ArrayLike | None = None, output: Output = None,
+                   mode: str | Sequence[str] = "reflect", cval: float = 0.0, origin: int | Sequence[int] = 0,
+                   *, axes: int | Sequence[int] | None = None, stream: Any = None,
+                   threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, maximum_filter, input, size, footprint, output, mode, cval, origin,
                                axes=axes, stream=stream)
@@ -731,9 +874,22 @@ def _rank_plan(ndim, rank, size, footprint, origin, mode, axes, operation):
 _rank_plan_of_size = _args.memoize_plain(_rank_plan)
 
 
-def rank_filter(input, rank, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
-                origin=0, *, axes=None, stream=None, threads=None):
-    """Multidimensional rank filter (scipy.ndimage.rank_filter)."""
+@_docs.filter_doc(
+    'Multidimensional rank filter.',
+    'The element of the given rank within each window (scipy.ndimage.rank_filter). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'rank', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
+    >>> ndimage.rank_filter(a, rank=1, size=3)
+    array([[2, 2, 1, 1],
+           [3, 3, 2, 1],
+           [5, 3, 3, 3]])
+    """)
+def rank_filter(input: ArrayLike, rank: int, size: int | Sequence[int] | None = None,
+                footprint: ArrayLike | None = None, output: Output = None, mode: str = "reflect",
+                cval: float = 0.0, origin: int | Sequence[int] = 0, *,
+                axes: int | Sequence[int] | None = None, stream: Any = None,
+                threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, rank_filter, input, rank, size, footprint, output, mode, cval, origin,
                                axes=axes, stream=stream)
@@ -741,9 +897,22 @@ def rank_filter(input, rank, size=None, footprint=None, output=None, mode="refle
                         stream)
 
 
-def median_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0, origin=0,
-                  *, axes=None, stream=None, threads=None):
-    """Multidimensional median filter (scipy.ndimage.median_filter)."""
+@_docs.filter_doc(
+    'Multidimensional median filter.',
+    'The median of each window (scipy.ndimage.median_filter); for an even count, the upper of the two middle elements, as scipy. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
+    >>> ndimage.median_filter(a, size=3)
+    array([[3, 5, 3, 3],
+           [5, 5, 5, 3],
+           [6, 6, 7, 7]])
+    """)
+def median_filter(input: ArrayLike, size: int | Sequence[int] | None = None,
+                  footprint: ArrayLike | None = None, output: Output = None, mode: str = "reflect",
+                  cval: float = 0.0, origin: int | Sequence[int] = 0, *,
+                  axes: int | Sequence[int] | None = None, stream: Any = None,
+                  threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, median_filter, input, size, footprint, output, mode, cval, origin,
                                axes=axes, stream=stream)
@@ -751,9 +920,22 @@ def median_filter(input, size=None, footprint=None, output=None, mode="reflect",
                         stream)
 
 
-def percentile_filter(input, percentile, size=None, footprint=None, output=None, mode="reflect",
-                      cval=0.0, origin=0, *, axes=None, stream=None, threads=None):
-    """Multidimensional percentile filter (scipy.ndimage.percentile_filter)."""
+@_docs.filter_doc(
+    'Multidimensional percentile filter.',
+    'The element at the given percentile within each window (scipy.ndimage.percentile_filter). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'percentile', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
+    >>> ndimage.percentile_filter(a, percentile=80, size=3)
+    array([[7, 7, 6, 5],
+           [7, 8, 8, 7],
+           [8, 8, 8, 7]])
+    """)
+def percentile_filter(input: ArrayLike, percentile: float, size: int | Sequence[int] | None = None,
+                      footprint: ArrayLike | None = None, output: Output = None, mode: str = "reflect",
+                      cval: float = 0.0, origin: int | Sequence[int] = 0, *,
+                      axes: int | Sequence[int] | None = None, stream: Any = None,
+                      threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, percentile_filter, input, percentile, size, footprint, output, mode,
                                cval, origin, axes=axes, stream=stream)
@@ -785,15 +967,37 @@ def _edge_passes(ndim, axis, mode, operator):
     return tuple(passes)
 
 
-def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None, threads=None):
-    """Sobel filter (scipy.ndimage.sobel)."""
+@_docs.filter_doc(
+    'Sobel filter.',
+    'The central difference [-1, 0, 1] along `axis`, smoothed with [1, 2, 1] along every other axis (scipy.ndimage.sobel). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'axis_edge', 'output', 'modes', 'cval', 'stream', 'threads'],
+    """
+    >>> a = np.array([[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]], dtype=float)
+    >>> ndimage.sobel(a, axis=1)
+    array([[0., 4., 4., 0.],
+           [0., 4., 4., 0.],
+           [0., 4., 4., 0.]])
+    """)
+def sobel(input: ArrayLike, axis: int = -1, output: Output = None, mode: str | Sequence[str] = "reflect",
+          cval: float = 0.0, *, stream: Any = None, threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, sobel, input, axis, output, mode, cval, stream=stream)
     return _edge_filter(input, axis, output, mode, cval, "sobel", stream)
 
 
-def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0, *, stream=None, threads=None):
-    """Prewitt filter (scipy.ndimage.prewitt)."""
+@_docs.filter_doc(
+    'Prewitt filter.',
+    'The central difference [-1, 0, 1] along `axis`, smoothed with [1, 1, 1] along every other axis (scipy.ndimage.prewitt). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'axis_edge', 'output', 'modes', 'cval', 'stream', 'threads'],
+    """
+    >>> a = np.array([[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]], dtype=float)
+    >>> ndimage.prewitt(a, axis=1)
+    array([[0., 3., 3., 0.],
+           [0., 3., 3., 0.],
+           [0., 3., 3., 0.]])
+    """)
+def prewitt(input: ArrayLike, axis: int = -1, output: Output = None, mode: str | Sequence[str] = "reflect",
+            cval: float = 0.0, *, stream: Any = None, threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, prewitt, input, axis, output, mode, cval, stream=stream)
     return _edge_filter(input, axis, output, mode, cval, "prewitt", stream)
@@ -851,12 +1055,26 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream):
     return _dispatch.hand_back(out, src) if result is None else result
 
 
-def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0, extra_arguments=(),
-                    extra_keywords=None, *, axes=None, stream=None, threads=None):
-    """N-D Laplace filter from a second-derivative function (scipy.ndimage.generic_laplace).
-
-    ``derivative2(input, axis, output, mode, cval, *extra_arguments, **extra_keywords)``
-    is called once per axis, with the caller's array; it may use gpufilt's filters."""
+@_docs.filter_doc(
+    'N-D Laplace filter using a provided second derivative function.',
+    "Sums `derivative2` along each axis, in the output's dtype (scipy.ndimage.generic_laplace). With `stream=`, `derivative2` runs with that stream current in the input's library (cupy, torch), so gpufilt's and cupy's work inside it is queued there. On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'derivative2', 'output', 'modes', 'cval', 'extra', 'axes', 'stream', 'threads'],
+    """
+    >>> def second(x, axis, output, mode, cval):
+    ...     return ndimage.correlate1d(x, [1, -2, 1], axis, output, mode, cval)
+    ...
+    >>> a = np.zeros((3, 5))
+    >>> a[1, 2] = 1
+    >>> ndimage.generic_laplace(a, second)
+    array([[ 0.,  0.,  1.,  0.,  0.],
+           [ 0.,  1., -4.,  1.,  0.],
+           [ 0.,  0.,  1.,  0.,  0.]])
+    """)
+def generic_laplace(input: ArrayLike, derivative2: Callable[..., Any], output: Output = None,
+                    mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+                    extra_arguments: Sequence[Any] = (), extra_keywords: dict[str, Any] | None = None, *,
+                    axes: int | Sequence[int] | None = None, stream: Any = None,
+                    threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, generic_laplace, input, derivative2, output, mode, cval,
                                extra_arguments, extra_keywords, axes=axes, stream=stream)
@@ -867,11 +1085,23 @@ def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0, e
     return _sum_over_axes(input, derivative, output, mode, cval, axes, False, stream)
 
 
-def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
-                               extra_arguments=(), extra_keywords=None, *, axes=None, stream=None,
-                               threads=None):
-    """Gradient magnitude from a first-derivative function
-    (scipy.ndimage.generic_gradient_magnitude)."""
+@_docs.filter_doc(
+    'Gradient magnitude using a provided gradient function.',
+    "The square root of the sum over the axes of `derivative` squared (scipy.ndimage.generic_gradient_magnitude). With `stream=`, `derivative` runs with that stream current in the input's library (cupy, torch). On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'derivative', 'output', 'modes', 'cval', 'extra', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.zeros((3, 5))
+    >>> a[:, 2:] = 1
+    >>> ndimage.generic_gradient_magnitude(a, ndimage.sobel)
+    array([[0., 4., 4., 0., 0.],
+           [0., 4., 4., 0., 0.],
+           [0., 4., 4., 0., 0.]])
+    """)
+def generic_gradient_magnitude(input: ArrayLike, derivative: Callable[..., Any], output: Output = None,
+                               mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+                               extra_arguments: Sequence[Any] = (), extra_keywords: dict[str,
+                               Any] | None = None, *, axes: int | Sequence[int] | None = None,
+                               stream: Any = None, threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, generic_gradient_magnitude, input, derivative, output, mode, cval,
                                extra_arguments, extra_keywords, axes=axes, stream=stream)
@@ -882,8 +1112,23 @@ def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", c
     return _sum_over_axes(input, first, output, mode, cval, axes, True, stream)
 
 
-def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None, stream=None, threads=None):
-    """N-D Laplace filter with [1, -2, 1] second differences (scipy.ndimage.laplace)."""
+@_docs.filter_doc(
+    'N-D Laplace filter based on approximate second derivatives.',
+    'The sum over the axes of the second difference [1, -2, 1] (scipy.ndimage.laplace). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'output', 'modes', 'cval', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.zeros((5, 5))
+    >>> a[2, 2] = 1
+    >>> ndimage.laplace(a)
+    array([[ 0.,  0.,  0.,  0.,  0.],
+           [ 0.,  0.,  1.,  0.,  0.],
+           [ 0.,  1., -4.,  1.,  0.],
+           [ 0.,  0.,  1.,  0.,  0.],
+           [ 0.,  0.,  0.,  0.,  0.]])
+    """)
+def laplace(input: ArrayLike, output: Output = None, mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+            *, axes: int | Sequence[int] | None = None, stream: Any = None,
+            threads: int | None = None) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, laplace, input, output, mode, cval, axes=axes, stream=stream)
     in_one_pass = _laplace_in_one_pass(input, output, mode, cval, axes, stream)
@@ -925,9 +1170,24 @@ def _sigma_per_axis(ndim, axes, sigma):
     return full
 
 
-def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, stream=None,
-                     threads=None, **kwargs):
-    """Laplace filter with Gaussian second derivatives (scipy.ndimage.gaussian_laplace)."""
+@_docs.filter_doc(
+    'Multidimensional Laplace filter using Gaussian second derivatives.',
+    "The sum over the axes of the Gaussian's second derivative along each (scipy.ndimage.gaussian_laplace). On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'sigma', 'output', 'modes', 'cval', 'axes', 'stream', 'threads', 'kwargs'],
+    """
+    >>> a = np.zeros((5, 5))
+    >>> a[2, 2] = 1
+    >>> ndimage.gaussian_laplace(a, sigma=1).round(4)
+    array([[ 0.0231,  0.0479,  0.0555,  0.0479,  0.0231],
+           [ 0.0479,  0.001 , -0.0958,  0.001 ,  0.0479],
+           [ 0.0555, -0.0958, -0.3183, -0.0958,  0.0555],
+           [ 0.0479,  0.001 , -0.0958,  0.001 ,  0.0479],
+           [ 0.0231,  0.0479,  0.0555,  0.0479,  0.0231]])
+    """)
+def gaussian_laplace(input: ArrayLike, sigma: float | Sequence[float], output: Output = None,
+                     mode: str | Sequence[str] = "reflect", cval: float = 0.0, *,
+                     axes: int | Sequence[int] | None = None, stream: Any = None, threads: int | None = None,
+                     **kwargs) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_laplace, input, sigma, output, mode, cval, axes=axes,
                                stream=stream, **kwargs)
@@ -941,9 +1201,24 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
     return generic_laplace(src.obj, derivative2, output, mode, cval, axes=axes, stream=stream)
 
 
-def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
-                                stream=None, threads=None, **kwargs):
-    """Gradient magnitude with Gaussian derivatives (scipy.ndimage.gaussian_gradient_magnitude)."""
+@_docs.filter_doc(
+    'Multidimensional gradient magnitude using Gaussian derivatives.',
+    'The square root of the sum over the axes of the squared Gaussian first derivatives (scipy.ndimage.gaussian_gradient_magnitude); complex data as scipy computes it (complex squares and root). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'sigma', 'output', 'modes', 'cval', 'axes', 'stream', 'threads', 'kwargs'],
+    """
+    >>> a = np.zeros((5, 5))
+    >>> a[:, 2:] = 1
+    >>> ndimage.gaussian_gradient_magnitude(a, sigma=1).round(4)
+    array([[0.108 , 0.3632, 0.3638, 0.1218, 0.0133],
+           [0.108 , 0.3632, 0.3638, 0.1218, 0.0133],
+           [0.108 , 0.3632, 0.3638, 0.1218, 0.0133],
+           [0.108 , 0.3632, 0.3638, 0.1218, 0.0133],
+           [0.108 , 0.3632, 0.3638, 0.1218, 0.0133]])
+    """)
+def gaussian_gradient_magnitude(input: ArrayLike, sigma: float | Sequence[float], output: Output = None,
+                                mode: str | Sequence[str] = "reflect", cval: float = 0.0, *,
+                                axes: int | Sequence[int] | None = None, stream: Any = None,
+                                threads: int | None = None, **kwargs) -> Any:
     if threads is not None:
         return _on_cpu_threads(threads, gaussian_gradient_magnitude, input, sigma, output, mode, cval,
                                axes=axes, stream=stream, **kwargs)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _args, ndimage, ops
+from . import _args, _docs, ndimage, ops
 from ._dispatch import Operand
 
 __all__ = [
@@ -218,6 +218,17 @@ def _weights_taps(weights):
     return taps, None
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor; gradients flow back to it.'), ('weights : sequence or torch.Tensor', 'The taps; a tensor that requires grad gets a gradient too.'), ('**other parameters**', "As gpufilt.ndimage's filter of the same name; output= is refused (autograd needs a new tensor).")],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.arange(5.0, requires_grad=True)
+    >>> y = gt.correlate1d(x, [1.0, 2.0, 1.0])
+    >>> y.sum().backward()
+    >>> x.grad
+    tensor([4., 4., 4., 4., 4.])
+    """)
 def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """scipy.ndimage.correlate1d, differentiable in `input` and in `weights`
     (when it is a tensor that requires grad)."""
@@ -229,6 +240,16 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
                    tensor)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor; gradients flow back to it.'), ('weights : sequence or torch.Tensor', 'The taps; a tensor that requires grad gets a gradient too.'), ('**other parameters**', "As gpufilt.ndimage's filter of the same name; output= is refused (autograd needs a new tensor).")],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> w = torch.tensor([1.0, -1.0], requires_grad=True)
+    >>> gt.convolve1d(torch.arange(4.0), w).sum().backward()
+    >>> w.grad
+    tensor([9., 6.])
+    """)
 def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """scipy.ndimage.convolve1d, differentiable in `input` and in `weights`."""
     taps, _ = _weights_taps(weights)  # checks the weights before they are flipped
@@ -237,6 +258,16 @@ def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, o
     return correlate1d(input, flipped, axis, output, mode, cval, origin)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor; gradients flow back to it.'), ('sigma : float', 'Standard deviation of the Gaussian.'), ('**other parameters**', "As gpufilt.ndimage's filter of the same name; output= is refused (autograd needs a new tensor).")],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.zeros(5, requires_grad=True)
+    >>> gt.gaussian_filter1d(x, 1.0).sum().backward()
+    >>> torch.allclose(x.grad, torch.ones(5))
+    True
+    """)
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
                       truncate=4.0, *, radius=None):
     """scipy.ndimage.gaussian_filter1d, differentiable in `input`."""
@@ -246,6 +277,17 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
                    cval)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor; gradients flow back to it.'), ('sigma : float or sequence of floats', 'Standard deviation of the Gaussian, per axis.'), ('**other parameters**', "As gpufilt.ndimage's filter of the same name; output= is refused (autograd needs a new tensor).")],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.rand(8, 8, requires_grad=True)
+    >>> loss = gt.gaussian_filter(x, 2.0, mode="mirror").square().sum()
+    >>> loss.backward()
+    >>> x.grad.shape
+    torch.Size([8, 8])
+    """)
 def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
                     *, radius=None, axes=None):
     """scipy.ndimage.gaussian_filter, differentiable in `input`."""
@@ -254,6 +296,16 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     return _filter(input, passes, cval)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor; gradients flow back to it.'), ('size : int', 'Length of the window.'), ('**other parameters**', "As gpufilt.ndimage's filter of the same name; output= is refused (autograd needs a new tensor).")],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.zeros(4, requires_grad=True)
+    >>> gt.uniform_filter1d(x, 3, mode="constant").sum().backward()
+    >>> x.grad
+    tensor([0.6667, 1.0000, 1.0000, 0.6667])
+    """)
 def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """scipy.ndimage.uniform_filter1d, differentiable in `input`."""
     cval = _check_call(input, output, cval)
@@ -261,6 +313,18 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     return _filter(input, [ndimage._uniform_pass(axis, size, origin, mode)], cval)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor; gradients flow back to it.'), ('size : int or sequence of ints', 'Length of the box along each axis.'), ('**other parameters**', "As gpufilt.ndimage's filter of the same name; output= is refused (autograd needs a new tensor).")],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.zeros(3, 3, requires_grad=True)
+    >>> gt.uniform_filter(x, 3).sum().backward()
+    >>> x.grad
+    tensor([[1., 1., 1.],
+            [1., 1., 1.],
+            [1., 1., 1.]])
+    """)
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
     """scipy.ndimage.uniform_filter, differentiable in `input`."""
     cval = _check_call(input, output, cval)
@@ -363,30 +427,81 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
                                               axis=ctx.axis), None, None
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor.')],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.tensor([-1.0, 2.0], requires_grad=True)
+    >>> gt.relu(x).sum().backward()
+    >>> x.grad
+    tensor([0., 1.])
+    """)
 def relu(input):
     """gpufilt.ops.relu, differentiable."""
     _check_tensor(input)
     return ReLU.apply(input)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor.')],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.zeros(2, requires_grad=True)
+    >>> gt.sigmoid(x).sum().backward()
+    >>> x.grad
+    tensor([0.2500, 0.2500])
+    """)
 def sigmoid(input):
     """gpufilt.ops.sigmoid, differentiable."""
     _check_tensor(input)
     return Sigmoid.apply(input)
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor.'), ('axis : int, optional', 'The axis normalised; default -1.')],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> gt.softmax(x)[2].backward()
+    >>> x.grad
+    tensor([-0.0599, -0.1628,  0.2227])
+    """)
 def softmax(input, axis=-1):
     """gpufilt.ops.softmax along `axis`, differentiable."""
     _check_tensor(input)
     return Softmax.apply(input, _args.check_axis(axis, input.ndim))
 
 
+@_docs.numpy_sections(
+    [('input : torch.Tensor', 'A floating-point CPU or CUDA tensor.'), ('axis : int, optional', 'The axis normalised; default -1.')],
+    ('result : torch.Tensor', "A new tensor on the input's device, recorded for autograd."), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> gt.log_softmax(x)[2].backward()
+    >>> x.grad
+    tensor([-0.0900, -0.2447,  0.3348])
+    """)
 def log_softmax(input, axis=-1):
     """gpufilt.ops.log_softmax along `axis`, differentiable."""
     _check_tensor(input)
     return LogSoftmax.apply(input, _args.check_axis(axis, input.ndim))
 
 
+@_docs.numpy_sections(
+    [('logits : torch.Tensor', 'Floating-point scores, classes along axis.'), ('labels : torch.Tensor', 'Class indices or probabilities; no gradient.'), ('axis : int, optional', 'The class axis; default -1.')],
+    ('loss : torch.Tensor', 'The mean loss, 0-d, recorded for autograd.'), """
+    >>> import torch
+    >>> from gpufilt import torch as gt
+    >>> logits = torch.zeros(2, 3, requires_grad=True)
+    >>> gt.softmax_cross_entropy(logits, torch.tensor([0, 2])).backward()
+    >>> logits.grad
+    tensor([[-0.3333,  0.1667,  0.1667],
+            [ 0.1667,  0.1667, -0.3333]])
+    """)
 def softmax_cross_entropy(logits, labels, axis=-1):
     """gpufilt.ops.softmax_cross_entropy (mean loss, a 0-d tensor; classes
     along `axis`), differentiable in `logits`; `labels` (class indices or
