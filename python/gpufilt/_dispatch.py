@@ -12,6 +12,7 @@ import functools
 import importlib
 import importlib.util
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def cuda_module():
     >>> d["protocol"], d["device"], d["shape"], d["strides"], d["dtype"]
     ('numpy', 'cpu', (2, 3), (12, 4), 'float32')
     """)
-def describe(array):
+def describe(array: Any) -> dict:
     """What gpufilt's importer sees of ``array``.
 
     Returns a dict with the protocol used (``dlpack``,

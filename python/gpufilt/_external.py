@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import ctypes
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -168,8 +170,9 @@ def _order_streams(producer, consumer):
     array([[0.33333333, 1.        , 1.66666667],
            [3.33333333, 4.        , 4.66666667]])
     """)
-def from_pointer(ptr, shape, dtype, *, strides=None, device="cpu", readonly=False, owner=None,
-                 stream=None):
+def from_pointer(ptr: Any, shape: int | Sequence[int], dtype: Any, *, strides: Sequence[int] | None = None,
+                 device: str = "cpu", readonly: bool = False, owner: Any = None,
+                 stream: int | None = None) -> ExternalArray:
     """Wraps memory at `ptr` as an :class:`ExternalArray`, without copying.
 
     ptr: the address of the first element: an int, a ctypes pointer or

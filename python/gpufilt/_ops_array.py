@@ -8,6 +8,7 @@ _range_errors.py).
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def _scalar_bytes(value, dtype):
     array([[1.5, 1.5, 1.5],
            [1.5, 1.5, 1.5]], dtype=float32)
     """)
-def fill(x, value, *, stream=None):
+def fill(x: Any, value: Any, *, stream: Any = None) -> Any:
     """Sets every element of ``x`` to ``value`` in place (``x.fill(value)``:
     numpy's conversion and range checks); returns ``x``."""
     src = _operand(x, "x")
@@ -92,7 +93,7 @@ def fill(x, value, *, stream=None):
     array([[1., 2., 3.],
            [1., 2., 3.]])
     """)
-def broadcast_to(x, out, *, stream=None):
+def broadcast_to(x: Any, out: Any, *, stream: Any = None) -> Any:
     """Writes ``x`` broadcast to ``out``'s shape (numpy's rules, by zero
     strides: nothing is materialised) into ``out``; returns ``out``. The
     dtypes must be equal."""
@@ -170,7 +171,8 @@ def _same_kind(src, dst):
     array([[ 3],
            [12]])
     """)
-def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, stream=None):  # noqa: A001 - numpy's name
+def sum(x: Any, axis: int | tuple[int, ...] | None = None, dtype: Any = None, out: Any = None,
+        keepdims: bool = False, *, stream: Any = None) -> Any:  # noqa: A001 - numpy's name
     """numpy.sum: ``x`` summed over ``axis`` (None: all; an int or a tuple).
 
     Result dtype as numpy: bool and small integers widen to int64/uint64;
@@ -290,7 +292,7 @@ def _is_python_or_numpy_scalar(v):
     >>> ops.add(np.arange(3, dtype=np.uint8), 255)
     array([255,   0,   1], dtype=uint8)
     """)
-def add(a, b, out=None, *, stream=None):
+def add(a: Any, b: Any, out: Any = None, *, stream: Any = None) -> Any:
     """numpy.add of two arrays (broadcast) or an array and a scalar; result
     dtype by numpy's rules (NEP 50 for Python scalars); integers wrap."""
     if _is_python_or_numpy_scalar(a) and not _is_python_or_numpy_scalar(b):
@@ -306,7 +308,7 @@ def add(a, b, out=None, *, stream=None):
     >>> ops.multiply(np.arange(4.0), 0.5)
     array([0. , 0.5, 1. , 1.5])
     """)
-def multiply(a, b, out=None, *, stream=None):
+def multiply(a: Any, b: Any, out: Any = None, *, stream: Any = None) -> Any:
     """numpy.multiply, as :func:`add`."""
     if _is_python_or_numpy_scalar(a) and not _is_python_or_numpy_scalar(b):
         a, b = b, a
@@ -326,7 +328,7 @@ def multiply(a, b, out=None, *, stream=None):
            [1, 2],
            [5, 6]])
     """)
-def gather(source, index, axis=0, out=None, *, stream=None):
+def gather(source: Any, index: Any, axis: int = 0, out: Any = None, *, stream: Any = None) -> Any:
     """numpy.take(source, index, axis): the result has shape
     ``source.shape[:axis] + index.shape + source.shape[axis+1:]``.
 

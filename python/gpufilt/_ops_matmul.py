@@ -11,6 +11,7 @@ import glob
 import importlib
 import os
 import sys
+from typing import Any
 
 from . import _dispatch, _docs
 from ._dispatch import Operand
@@ -34,7 +35,8 @@ _blas_by_module = {}  # kernel module name -> what blas_load found
     array([[ 5., 14.],
            [14., 50.]])
     """)
-def matmul(a, b, trans_a=False, trans_b=False, out=None, *, stream=None):
+def matmul(a: Any, b: Any, trans_a: bool = False, trans_b: bool = False, out: Any = None, *,
+           stream: Any = None) -> Any:
     """Matrix product ``op(a) @ op(b)``, as ``numpy.matmul`` computes it.
 
     ``a`` and ``b`` are 2-D matrices or 3-D stacks of matrices; ``op``

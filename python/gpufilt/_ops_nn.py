@@ -24,6 +24,8 @@ waits for a stream first (see _range_errors.py).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import _docs
@@ -102,7 +104,7 @@ def _pointwise(op, x, grad, out, stream, x_name="x"):
     >>> ops.relu(np.array([-1.0, 0.0, 2.5]))
     array([0. , 0. , 2.5])
     """)
-def relu(x, out=None, *, stream=None):
+def relu(x: Any, out: Any = None, *, stream: Any = None) -> Any:
     """max(x, 0) elementwise (NaN stays NaN, as torch.relu)."""
     return _pointwise("relu", x, None, out, stream)
 
@@ -116,7 +118,7 @@ def relu(x, out=None, *, stream=None):
     >>> ops.relu_grad(np.array([-1.0, 0.0, 2.5]), np.array([1.0, 1.0, 1.0]))
     array([0., 0., 1.])
     """)
-def relu_grad(x, grad, out=None, *, stream=None):
+def relu_grad(x: Any, grad: Any, out: Any = None, *, stream: Any = None) -> Any:
     """Gradient of relu: ``grad`` where ``x > 0``, else 0 (torch's threshold_backward)."""
     return _pointwise("relu_grad", x, grad, out, stream)
 
@@ -129,7 +131,7 @@ def relu_grad(x, grad, out=None, *, stream=None):
     >>> ops.sigmoid(np.array([-1.0, 0.0, 2.0])).round(6)
     array([0.268941, 0.5     , 0.880797])
     """)
-def sigmoid(x, out=None, *, stream=None):
+def sigmoid(x: Any, out: Any = None, *, stream: Any = None) -> Any:
     """1 / (1 + exp(-x)) elementwise, without overflow for large |x|."""
     return _pointwise("sigmoid", x, None, out, stream)
 
@@ -144,7 +146,7 @@ def sigmoid(x, out=None, *, stream=None):
     >>> ops.sigmoid_grad(y, np.ones(2)).round(6)
     array([0.25    , 0.104994])
     """)
-def sigmoid_grad(y, grad, out=None, *, stream=None):
+def sigmoid_grad(y: Any, grad: Any, out: Any = None, *, stream: Any = None) -> Any:
     """Gradient of sigmoid from its output ``y``: ``grad * (1 - y) * y``
     (torch's sigmoid_backward)."""
     return _pointwise("sigmoid_grad", y, grad, out, stream, x_name="y")
@@ -172,7 +174,7 @@ def _softmax(x, axis, out, stream, log):
     array([[0.090031, 0.244728, 0.665241],
            [0.333333, 0.333333, 0.333333]])
     """)
-def softmax(x, axis=-1, out=None, *, stream=None):
+def softmax(x: Any, axis: int = -1, out: Any = None, *, stream: Any = None) -> Any:
     """exp(x) / sum(exp(x)) along ``axis``, stable for any magnitude
     (online max and rescaled sum, then one write pass)."""
     return _softmax(x, axis, out, stream, log=False)
@@ -187,7 +189,7 @@ def softmax(x, axis=-1, out=None, *, stream=None):
     >>> ops.log_softmax(np.array([1.0, 2.0, 3.0])).round(6)
     array([-2.407606, -1.407606, -0.407606])
     """)
-def log_softmax(x, axis=-1, out=None, *, stream=None):
+def log_softmax(x: Any, axis: int = -1, out: Any = None, *, stream: Any = None) -> Any:
     """(x - max) - log(sum(exp(x - max))) along ``axis``."""
     return _softmax(x, axis, out, stream, log=True)
 
@@ -234,7 +236,8 @@ def _cross_entropy_args(logits, labels, axis, op):
     >>> loss.shape, round(float(loss), 6)
     ((), 0.31854)
     """)
-def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
+def softmax_cross_entropy(logits: Any, labels: Any, axis: int = -1, out: Any = None, *,
+                          stream: Any = None) -> Any:
     """Mean cross-entropy loss of softmax(logits) against ``labels``, a 0-d
     array of logits' dtype and library (``out=``: a 0-d array).
 
@@ -264,7 +267,8 @@ def softmax_cross_entropy(logits, labels, axis=-1, out=None, *, stream=None):
     array([[-0.170499,  0.121216,  0.049283],
            [ 0.054302, -0.09876 ,  0.044459]])
     """)
-def softmax_cross_entropy_grad(logits, labels, grad=None, out=None, *, axis=-1, stream=None):
+def softmax_cross_entropy_grad(logits: Any, labels: Any, grad: Any = None, out: Any = None, *, axis: int = -1,
+                               stream: Any = None) -> Any:
     """Gradient of ``softmax_cross_entropy`` with respect to logits:
     ``(softmax(logits) - onehot(labels)) * grad / rows``, rows the number of
     loss terms (N for (N, C) logits).

@@ -13,6 +13,8 @@ written.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from . import _dispatch, _docs
 from ._dispatch import Operand
 
@@ -47,7 +49,7 @@ def raise_recorded(module):
     >>> from gpufilt import ops
     >>> ops.check_errors(np.zeros(3))
     """)
-def check_errors(x=None, *, stream=None):
+def check_errors(x: Any = None, *, stream: Any = None) -> None:
     """Raises IndexError now if a GPU gather or cross-entropy met an
     out-of-range index.
 

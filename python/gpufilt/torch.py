@@ -34,6 +34,8 @@ torch is an optional dependency, imported only by this module.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -229,7 +231,9 @@ def _weights_taps(weights):
     >>> x.grad
     tensor([4., 4., 4., 4., 4.])
     """)
-def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+def correlate1d(input: torch.Tensor, weights: Sequence[float] | torch.Tensor, axis: int = -1,
+                output: None = None, mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+                origin: int | Sequence[int] = 0) -> torch.Tensor:
     """scipy.ndimage.correlate1d, differentiable in `input` and in `weights`
     (when it is a tensor that requires grad)."""
     cval = _check_call(input, output, cval)
@@ -250,7 +254,9 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
     >>> w.grad
     tensor([9., 6.])
     """)
-def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+def convolve1d(input: torch.Tensor, weights: Sequence[float] | torch.Tensor, axis: int = -1,
+               output: None = None, mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+               origin: int | Sequence[int] = 0) -> torch.Tensor:
     """scipy.ndimage.convolve1d, differentiable in `input` and in `weights`."""
     taps, _ = _weights_taps(weights)  # checks the weights before they are flipped
     flipped = weights.flip(0) if isinstance(weights, torch.Tensor) else taps[::-1]
@@ -268,8 +274,10 @@ def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, o
     >>> torch.allclose(x.grad, torch.ones(5))
     True
     """)
-def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
-                      truncate=4.0, *, radius=None):
+def gaussian_filter1d(input: torch.Tensor, sigma: float | Sequence[float], axis: int = -1,
+                      order: int | Sequence[int] = 0, output: None = None,
+                      mode: str | Sequence[str] = "reflect", cval: float = 0.0, truncate: float = 4.0, *,
+                      radius: int | Sequence[int] | None = None) -> torch.Tensor:
     """scipy.ndimage.gaussian_filter1d, differentiable in `input`."""
     cval = _check_call(input, output, cval)
     axis = _args.check_axis(axis, input.ndim)
@@ -288,8 +296,10 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
     >>> x.grad.shape
     torch.Size([8, 8])
     """)
-def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
-                    *, radius=None, axes=None):
+def gaussian_filter(input: torch.Tensor, sigma: float | Sequence[float], order: int | Sequence[int] = 0,
+                    output: None = None, mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+                    truncate: float = 4.0, *, radius: int | Sequence[int] | None = None,
+                    axes: int | Sequence[int] | None = None) -> torch.Tensor:
     """scipy.ndimage.gaussian_filter, differentiable in `input`."""
     cval = _check_call(input, output, cval)
     passes = ndimage._gaussian_passes(input.ndim, sigma, order, mode, truncate, radius, axes)
@@ -306,7 +316,9 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     >>> x.grad
     tensor([0.6667, 1.0000, 1.0000, 0.6667])
     """)
-def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+def uniform_filter1d(input: torch.Tensor, size: int | Sequence[int], axis: int = -1, output: None = None,
+                     mode: str | Sequence[str] = "reflect", cval: float = 0.0,
+                     origin: int | Sequence[int] = 0) -> torch.Tensor:
     """scipy.ndimage.uniform_filter1d, differentiable in `input`."""
     cval = _check_call(input, output, cval)
     axis = _args.check_axis(axis, input.ndim)
@@ -325,7 +337,9 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
             [1., 1., 1.],
             [1., 1., 1.]])
     """)
-def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
+def uniform_filter(input: torch.Tensor, size: int | Sequence[int] = 3, output: None = None,
+                   mode: str | Sequence[str] = "reflect", cval: float = 0.0, origin: int | Sequence[int] = 0,
+                   *, axes: int | Sequence[int] | None = None) -> torch.Tensor:
     """scipy.ndimage.uniform_filter, differentiable in `input`."""
     cval = _check_call(input, output, cval)
     passes = ndimage._uniform_passes(input.ndim, size, origin, mode, axes)
@@ -437,7 +451,7 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
     >>> x.grad
     tensor([0., 1.])
     """)
-def relu(input):
+def relu(input: torch.Tensor) -> torch.Tensor:
     """gpufilt.ops.relu, differentiable."""
     _check_tensor(input)
     return ReLU.apply(input)
@@ -453,7 +467,7 @@ def relu(input):
     >>> x.grad
     tensor([0.2500, 0.2500])
     """)
-def sigmoid(input):
+def sigmoid(input: torch.Tensor) -> torch.Tensor:
     """gpufilt.ops.sigmoid, differentiable."""
     _check_tensor(input)
     return Sigmoid.apply(input)
@@ -469,7 +483,7 @@ def sigmoid(input):
     >>> x.grad
     tensor([-0.0599, -0.1628,  0.2227])
     """)
-def softmax(input, axis=-1):
+def softmax(input: torch.Tensor, axis: int = -1) -> torch.Tensor:
     """gpufilt.ops.softmax along `axis`, differentiable."""
     _check_tensor(input)
     return Softmax.apply(input, _args.check_axis(axis, input.ndim))
@@ -485,7 +499,7 @@ def softmax(input, axis=-1):
     >>> x.grad
     tensor([-0.0900, -0.2447,  0.3348])
     """)
-def log_softmax(input, axis=-1):
+def log_softmax(input: torch.Tensor, axis: int = -1) -> torch.Tensor:
     """gpufilt.ops.log_softmax along `axis`, differentiable."""
     _check_tensor(input)
     return LogSoftmax.apply(input, _args.check_axis(axis, input.ndim))
@@ -502,7 +516,7 @@ def log_softmax(input, axis=-1):
     tensor([[-0.3333,  0.1667,  0.1667],
             [ 0.1667,  0.1667, -0.3333]])
     """)
-def softmax_cross_entropy(logits, labels, axis=-1):
+def softmax_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, axis: int = -1) -> torch.Tensor:
     """gpufilt.ops.softmax_cross_entropy (mean loss, a 0-d tensor; classes
     along `axis`), differentiable in `logits`; `labels` (class indices or
     probabilities) get no gradient."""
