@@ -361,16 +361,19 @@ def hand_back(out, src: Operand):
     return out
 
 
-def bool_as_uint8(src: Operand, out=None):
-    """A uint8 view of the bool array `out` of src's library (numpy, cupy,
-    torch), for kernels that store scipy's bytes into bool outputs; with
-    out=None, whether src's library has such views (else None)."""
-    if src.library in ("numpy", "cupy"):
-        return True if out is None else out.view(np.uint8)
+def has_uint8_views(src: Operand):
+    """True where src's library (numpy, cupy, torch) views a bool array's
+    memory as uint8 (uint8_view)."""
+    return src.library in ("numpy", "cupy", "torch")
+
+
+def uint8_view(out, src: Operand):
+    """The bool array `out`, of src's library, viewed as uint8: where the
+    kernels store scipy's bytes into bool outputs."""
     if src.library == "torch":
         import torch
-        return True if out is None else out.view(torch.uint8)
-    return None
+        return out.view(torch.uint8)
+    return out.view(np.uint8)
 
 
 def _is_dtype_like(output):

@@ -137,7 +137,7 @@ def _run(kernel, src, work, output, cval, complex_output, stream):
             output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
     default = _args.result_dtype(None, src.dtype, complex_output)
     wanted = default if output is None else output_dtype_of(output)
-    if wanted == np.bool_ and _dispatch.bool_as_uint8(src) is not None:
+    if wanted == np.bool_ and _dispatch.has_uint8_views(src):
         return _into_bool(kernel, src, work, output, cval, stream)
     return kernel(src, output, work, cval, default, stream)
 
@@ -158,7 +158,7 @@ def _into_bool(kernel, src, work, output, cval, stream):
     result is True where that byte is not 0. The kernels write the output
     through a uint8 view of its memory."""
     out, result = _dispatch.resolve_output(output, src, np.bool_)
-    kernel(src, _dispatch.bool_as_uint8(src, out), work, cval, np.uint8, stream)
+    kernel(src, _dispatch.uint8_view(out, src), work, cval, np.uint8, stream)
     return _dispatch.hand_back(out, src) if result is None else result
 
 
