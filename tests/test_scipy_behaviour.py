@@ -259,3 +259,13 @@ def test_bool_outputs_hold_scipys_bytes_on_cupy(name, args, rng):
     ours = getattr(gnd, name)(cupy.asarray(values), *args, output=bool)
     theirs = getattr(snd, name)(values, *args, output=bool)
     np.testing.assert_array_equal(ours.view(cupy.uint8).get(), theirs.view(np.uint8))
+
+
+@pytest.mark.parametrize("name, args", BOOL_CASES[:4], ids=[n for n, _ in BOOL_CASES[:4]])
+def test_bool_outputs_hold_scipys_bytes_on_torch(name, args, rng):
+    torch = pytest.importorskip("torch")
+    values = rng.normal(0, 16, (6, 9))
+    ours = getattr(gnd, name)(torch.from_numpy(values), *args, output=torch.bool)
+    theirs = getattr(snd, name)(values, *args, output=bool)
+    assert ours.dtype == torch.bool
+    np.testing.assert_array_equal(ours.view(torch.uint8).numpy(), theirs.view(np.uint8))
