@@ -1,7 +1,7 @@
 """A pytest plugin that runs SciPy's own filter tests against gpufilt.
 
-SciPy's ``scipy/ndimage/tests/test_filters.py`` calls every filter as
-``ndimage.<name>``. With this plugin loaded (``-p scipy_suite_plugin``,
+SciPy's ``scipy/ndimage/tests/test_filters.py``, ``test_morphology.py`` and
+``test_fourier.py`` call every function as ``ndimage.<name>``. With this plugin loaded (``-p scipy_suite_plugin``,
 tests/ on the path) those names in ``scipy.ndimage`` are gpufilt's filters,
 so SciPy's tests, values, exception types and messages become the oracle of
 gpufilt's. A filter gpufilt does not provide is replaced by a function that
@@ -18,6 +18,8 @@ from __future__ import annotations
 import pytest
 import scipy.ndimage
 import scipy.ndimage._filters
+import scipy.ndimage._fourier
+import scipy.ndimage._morphology
 
 import gpufilt.ndimage
 
@@ -39,7 +41,8 @@ def _swap_in_gpufilt():
     filter supports: the tests' skip and xfail marks are made from them)."""
     from scipy._lib._array_api import xp_capabilities_table
 
-    for name in scipy.ndimage._filters.__all__:
+    for name in (*scipy.ndimage._filters.__all__, *scipy.ndimage._morphology.__all__,
+                 *scipy.ndimage._fourier.__all__):
         original = getattr(scipy.ndimage, name)
         replacement = getattr(gpufilt.ndimage, name, None) or _not_provided(name)
         if original in xp_capabilities_table:

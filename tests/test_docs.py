@@ -42,8 +42,13 @@ def test_every_public_function_has_a_numpy_style_docstring_with_an_example():
 
 def test_every_filter_documents_the_device_rules():
     for name in ndimage.__all__:
-        doc = getattr(ndimage, name).__doc__
-        for section in ("Parameters\n----------", "stream :", "threads :", "output :"):
+        func = getattr(ndimage, name)
+        doc = func.__doc__
+        sections = ["Parameters\n----------"]
+        for parameter in ("stream", "threads", "output"):
+            if parameter in inspect.signature(func).parameters:
+                sections.append(f"{parameter} :")
+        for section in sections:
             assert section in doc, (name, section)
 
 

@@ -100,6 +100,32 @@ extra_keywords : dict, optional
     "threads": """threads : int, optional
     CPU threads for this call. Default: ``GPUFILT_NUM_THREADS``, else
     ``OMP_NUM_THREADS``, else all cores. Ignored on the GPU.""",
+    "size_grey": """size : int or sequence of ints, optional
+    Shape of a flat box window; used where neither `footprint` nor
+    `structure` is given.""",
+    "footprint_grey": """footprint : array_like, optional
+    A boolean window of the elements taken into account (flat).""",
+    "structure_grey": """structure : array_like, optional
+    Heights of a non-flat window (subtracted for an erosion, added for a
+    dilation); with `footprint`, only its elements count. Non-flat windows
+    run through the input's library (numpy or cupy), flat ones through
+    gpufilt's minimum and maximum kernels.""",
+    "structure": """structure : array_like, optional
+    The structuring element (non-zero elements count); default
+    generate_binary_structure(rank, 1), the faces' neighbours.""",
+    "iterations": """iterations : int, optional
+    How many times the operation is repeated; below 1, until nothing
+    changes. Default 1.""",
+    "mask": """mask : array_like, optional
+    Only elements where `mask` is true change at each step.""",
+    "output_binary": """output : array or dtype, optional
+    Where the result goes: an array of the input's shape, written in
+    place and returned, or a dtype. Default: a new bool array.""",
+    "border_value": """border_value : int (0 or 1), optional
+    The value beyond the edges. Default 0.""",
+    "brute_force": """brute_force : bool, optional
+    Accepted for scipy's signature; every step is one pass over the array
+    either way.""",
     "kwargs": """**kwargs
     More keyword arguments for gaussian_filter (`truncate`, `radius`).""",
 }

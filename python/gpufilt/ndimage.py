@@ -28,6 +28,10 @@ __all__ = [
     "median_filter", "rank_filter", "percentile_filter",
     "sobel", "prewitt", "laplace", "gaussian_laplace", "gaussian_gradient_magnitude",
     "generic_laplace", "generic_gradient_magnitude",
+    "grey_erosion", "grey_dilation", "grey_opening", "grey_closing", "morphological_gradient",
+    "morphological_laplace", "white_tophat", "black_tophat",
+    "binary_erosion", "binary_dilation", "binary_opening", "binary_closing", "binary_propagation",
+    "binary_fill_holes", "generate_binary_structure", "iterate_structure",
 ]
 
 
@@ -40,15 +44,12 @@ Output = Any
 # provide: asking for one says so, rather than a bare AttributeError (there
 # is no silent fallback to scipy).
 _NOT_PROVIDED = frozenset("""
-    affine_transform binary_closing binary_dilation binary_erosion binary_fill_holes binary_hit_or_miss
-    binary_opening binary_propagation black_tophat center_of_mass distance_transform_bf
-    distance_transform_cdt distance_transform_edt extrema find_objects fourier_ellipsoid fourier_gaussian
-    fourier_shift fourier_uniform generate_binary_structure generic_filter generic_filter1d
-    geometric_transform grey_closing grey_dilation grey_erosion grey_opening histogram iterate_structure
-    label labeled_comprehension map_coordinates maximum maximum_position mean median minimum
-    minimum_position morphological_gradient morphological_laplace rotate shift spline_filter
-    spline_filter1d standard_deviation sum sum_labels value_indices variance vectorized_filter
-    watershed_ift white_tophat zoom""".split())
+    affine_transform binary_hit_or_miss center_of_mass distance_transform_bf distance_transform_cdt
+    distance_transform_edt extrema find_objects fourier_ellipsoid fourier_gaussian fourier_shift
+    fourier_uniform generic_filter generic_filter1d geometric_transform histogram label
+    labeled_comprehension map_coordinates maximum maximum_position mean median minimum minimum_position
+    rotate shift spline_filter spline_filter1d standard_deviation sum sum_labels value_indices variance
+    vectorized_filter watershed_ift zoom""".split())
 
 
 def __getattr__(name):
@@ -1229,3 +1230,10 @@ def gaussian_gradient_magnitude(input: ArrayLike, sigma: float | Sequence[float]
         order[axis] = 1
         return gaussian_filter(x, sigma, order, out, mode, cval, stream=stream, **kwargs)
     return generic_gradient_magnitude(src.obj, derivative, output, mode, cval, axes=axes, stream=stream)
+
+
+# Morphology: minima and maxima of gpufilt's filters (_morphology.py).
+from ._morphology import (  # noqa: E402 - they call back into this module's filters
+    binary_closing, binary_dilation, binary_erosion, binary_fill_holes, binary_opening, binary_propagation,
+    black_tophat, generate_binary_structure, grey_closing, grey_dilation, grey_erosion, grey_opening,
+    iterate_structure, morphological_gradient, morphological_laplace, white_tophat)

@@ -1,0 +1,638 @@
+"""scipy.ndimage's grey and binary morphology, built on gpufilt's filters.
+
+Flat grey morphology is a minimum or maximum filter: it runs on gpufilt's
+min/max kernels (separable passes for boxes, footprint kernels otherwise),
+on the CPU or the input's GPU. Binary erosion and dilation are minima and
+maxima of the 0/1 image, with the border value as cval. Non-flat grey
+morphology (a `structure` of heights) takes, per footprint element, the
+shifted input minus (erosion) or plus (dilation) its height, in float64, by
+the input's own library (numpy or cupy); the results are scipy's.
+"""
+from __future__ import annotations
+
+import importlib
+import operator
+import warnings
+from typing import Any
+
+import numpy as np
+
+from . import _args, _dispatch, _docs
+from ._errors import ArgumentError
+
+# np.pad's name for each scipy.ndimage filter mode (which repeats its
+# extension beyond one period as np.pad does).
+_PAD_MODES = {"reflect": "symmetric", "grid-mirror": "symmetric", "mirror": "reflect", "nearest": "edge",
+              "wrap": "wrap", "grid-wrap": "wrap", "constant": "constant", "grid-constant": "constant"}
+
+
+def _ndimage():
+    from . import ndimage
+    return ndimage
+
+
+def _reversed(array):
+    return array[(slice(None, None, -1),) * array.ndim]
+
+
+def _library_of(array):
+    """numpy or cupy: the namespace whose operations the non-flat and
+    combining steps use for `array`."""
+    src = _dispatch.Operand(array, "input")
+    if src.library in ("numpy", "buffer"):
+        return np
+    if src.library == "cupy":
+        return importlib.import_module("cupy")
+    raise TypeError(f"this morphology needs numpy or cupy arrays, not {src.library} ones")
+
+
+def _dilation_origins(ndim, axes, origin, shape_of):
+    """grey_dilation's and binary_dilation's origins: the window reflected,
+    so each origin negated, one less along axes of even length."""
+    origins = _args.normalize_sequence(origin, len(axes), "origin")
+    result = []
+    for i, o in enumerate(origins):
+        o = -int(o)
+        if not shape_of(i) & 1:
+            o -= 1
+        result.append(o)
+    return result
+
+
+# ------------------------------------------------------------ grey morphology
+
+def _check_window(size, footprint, structure):
+    if size is None and footprint is None and structure is None:
+        raise ValueError("size, footprint, or structure must be specified")
+
+
+def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion):
+    """Non-flat grey erosion (dilation): per footprint element in C order,
+    the shifted input minus (plus) its height, the minimum (maximum) of
+    those. As scipy's C code computes it: the first element's term in
+    double; every later one in the input's dtype (the height converted to
+    it, the sum wrapped back into it); cval converted to the dtype first;
+    the result converted to the output's dtype. Computed by the input's
+    library (numpy or cupy)."""
+    xp = _library_of(input)
+    x = xp.asarray(input)
+    if x.dtype.kind == "c":
+        raise TypeError("Complex type not supported")
+    heights = np.asarray(_dispatch.on_host(structure, "structure"), dtype=np.float64)
+    mask = np.ones(heights.shape, bool) if footprint is None else \
+        np.asarray(_dispatch.on_host(footprint, "footprint"), dtype=bool)
+    axes = _args.check_axes(axes, x.ndim)
+    if heights.ndim != len(axes) or mask.ndim != len(axes):
+        raise ArgumentError("structure array has incorrect shape")
+    if heights.shape != mask.shape:
+        raise ArgumentError("structure and footprint must have the same shape")
+    origins = [int(_args._scalar(o)) for o in _args.normalize_sequence(origin, len(axes), "origin")]
+    modes = _args.normalize_sequence(mode, len(axes), "mode")
+    if len(set(modes)) > 1:
+        raise ArgumentError("A sequence of modes is not supported for non-separable footprints")
+    pad_mode = _PAD_MODES.get(modes[0])
+    if pad_mode is None:
+        _args.mode_code(modes[0])  # its error
+    widths = [(0, 0)] * x.ndim
+    for ax, n, o in zip(axes, mask.shape, origins):
+        _args.check_origin(o, n)
+        centre = n // 2 + o
+        widths[ax] = (centre, n - 1 - centre)
+    # scipy reads a bool's byte as a number (its own results store bytes other than 0 and 1).
+    values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.float64)
+    kwargs = {}
+    if pad_mode == "constant":
+        kwargs["constant_values"] = float(_c_cast(np.array(float(cval)), x.dtype, np))
+    padded = xp.pad(values, widths, mode=pad_mode, **kwargs)
+    result = None
+    for tap in zip(*np.nonzero(mask)):
+        index = [slice(None)] * x.ndim
+        for ax, j in zip(axes, tap):
+            index[ax] = slice(int(j), int(j) + x.shape[ax])
+        shifted = padded[tuple(index)]
+        height = -heights[tap] if erosion else heights[tap]
+        if result is None:  # the first term in double
+            result = shifted + height
+            continue
+        term = _c_cast(shifted + float(_c_cast(np.array(height), x.dtype, np)), x.dtype, xp)
+        result = xp.where(term < result if erosion else term > result, term, result)
+    if result is None:
+        raise ValueError("All-zero footprint is not supported.")
+    return _store(result, input, output, xp)
+
+
+def _c_cast(values, dtype, xp):
+    """float64 `values` converted to `dtype` as C converts a double on
+    x86-64 (through int32 for integers of 32 bits or fewer, int64 for
+    uint32 and int64; bool as its byte), returned as float64."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return values.astype(dtype).astype(np.float64)
+    if dtype == np.uint64:
+        return values.astype(np.uint64).astype(np.float64)
+    wide = np.int64 if dtype.itemsize == 8 or dtype == np.uint32 else np.int32
+    target = np.uint8 if dtype == np.bool_ else dtype
+    with np.errstate(invalid="ignore"):
+        return values.astype(wide).astype(target).astype(np.float64)
+
+
+def _store(result, input, output, xp):
+    """`result` (float64) into `output` (None, a dtype or an array) in the
+    input's dtype unless asked otherwise, converted as scipy's C code
+    converts (_c_cast; into bool, the value's byte)."""
+    if output is not None and not _is_dtype(output) and tuple(output.shape) != tuple(result.shape):
+        raise ArgumentError("output shape not correct")
+    dtype = np.dtype(output.dtype if output is not None and not _is_dtype(output)
+                     else output if output is not None else xp.asarray(input).dtype)
+    converted = _c_cast(result, dtype, xp)
+    converted = converted.astype(np.uint8).view(np.bool_) if dtype == np.bool_ else converted.astype(dtype)
+    if output is None or _is_dtype(output):
+        return converted
+    output[...] = converted
+    return output
+
+
+def _is_dtype(output):
+    return isinstance(output, (type, np.dtype, str))
+
+
+@_docs.filter_doc(
+    'Calculate a greyscale erosion.',
+    "The minimum over the window of each element (flat: a minimum filter), or of the elements minus the structure's heights (scipy.ndimage.grey_erosion). On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.grey_erosion(a, size=(2, 2))
+    array([[2, 1, 1, 0],
+           [2, 1, 1, 0],
+           [4, 2, 2, 1]])
+    >>> ndimage.grey_erosion(a, structure=np.zeros((1, 3)))
+    array([[1, 1, 0, 0],
+           [4, 4, 5, 5],
+           [2, 2, 1, 1]])
+    """)
+def grey_erosion(input: Any, size: Any = None, footprint: Any = None, structure: Any = None, output: Any = None,
+                 mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                 stream: Any = None, threads: int | None = None) -> Any:
+    _check_window(size, footprint, structure)
+    if structure is not None:
+        return _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion=True)
+    return _ndimage().minimum_filter(input, size, footprint, output, mode, cval, origin, axes=axes, stream=stream,
+                                     threads=threads)
+
+
+@_docs.filter_doc(
+    'Calculate a greyscale dilation.',
+    "The maximum over the reflected window of each element (flat: a maximum filter), or of the elements plus the reflected structure's heights (scipy.ndimage.grey_dilation). On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.grey_dilation(a, size=(2, 2))
+    array([[8, 8, 6, 5],
+           [8, 9, 9, 5],
+           [7, 9, 9, 1]])
+    """)
+def grey_dilation(input: Any, size: Any = None, footprint: Any = None, structure: Any = None, output: Any = None,
+                  mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                  stream: Any = None, threads: int | None = None) -> Any:
+    _check_window(size, footprint, structure)
+    ndim = _ndimage()._filter_input(input).ndim
+    axes = _args.check_axes(axes, ndim)
+    if structure is not None:
+        structure = _reversed(np.asarray(_dispatch.on_host(structure, "structure")))
+    if footprint is not None:
+        footprint = _reversed(np.asarray(_dispatch.on_host(footprint, "footprint")))
+    window = structure if structure is not None else footprint
+    if window is not None and window.ndim != len(axes):
+        name = "structure" if structure is not None else "footprint"
+        raise ArgumentError(f"{name}.ndim ({window.ndim}) must match len(axes) ({len(axes)})")
+    sizes = None if window is not None else _args.normalize_sequence(size, len(axes), "size")
+
+    def length(i):
+        return window.shape[i] if window is not None else int(_args._scalar(sizes[i]))
+    origins = _dilation_origins(ndim, axes, origin, length)
+    if structure is not None:
+        return _nonflat(input, footprint, structure, output, mode, cval, origins, axes, erosion=False)
+    return _ndimage().maximum_filter(input, size, footprint, output, mode, cval, origins, axes=axes, stream=stream,
+                                     threads=threads)
+
+
+def _warn_size_ignored(size, footprint):
+    if size is not None and footprint is not None:
+        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+
+
+@_docs.filter_doc(
+    'Multidimensional greyscale opening.',
+    'An erosion, then a dilation with the same window (scipy.ndimage.grey_opening). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.grey_opening(a, size=(2, 2))
+    array([[2, 1, 1, 0],
+           [4, 2, 2, 1],
+           [4, 2, 2, 1]])
+    """)
+def grey_opening(input: Any, size: Any = None, footprint: Any = None, structure: Any = None, output: Any = None,
+                 mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                 stream: Any = None, threads: int | None = None) -> Any:
+    _warn_size_ignored(size, footprint)
+    kw = dict(axes=axes, stream=stream, threads=threads)
+    eroded = grey_erosion(input, size, footprint, structure, None, mode, cval, origin, **kw)
+    return grey_dilation(eroded, size, footprint, structure, output, mode, cval, origin, **kw)
+
+
+@_docs.filter_doc(
+    'Multidimensional greyscale closing.',
+    'A dilation, then an erosion with the same window (scipy.ndimage.grey_closing). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.grey_closing(a, size=(2, 2))
+    array([[8, 8, 6, 5],
+           [8, 8, 6, 5],
+           [7, 7, 9, 1]])
+    """)
+def grey_closing(input: Any, size: Any = None, footprint: Any = None, structure: Any = None, output: Any = None,
+                 mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                 stream: Any = None, threads: int | None = None) -> Any:
+    _warn_size_ignored(size, footprint)
+    kw = dict(axes=axes, stream=stream, threads=threads)
+    dilated = grey_dilation(input, size, footprint, structure, None, mode, cval, origin, **kw)
+    return grey_erosion(dilated, size, footprint, structure, output, mode, cval, origin, **kw)
+
+
+def _combine(op, a, b, out, like, stream):
+    """out = a op b (numpy's result rules, integers wrap) on like's device.
+    "difference" is the tophats' subtraction: xor where input and result
+    are both bool, as scipy's."""
+    src = _ndimage()._filter_input(like)
+    if op == "difference" and src.dtype == np.bool_ and _ndimage().output_dtype_of(out) == np.bool_:
+        return _library_of(like).bitwise_xor(a, b, out=out)
+    _dispatch.elementwise("subtract" if op == "difference" else op, a, b, out, src, stream)
+    return out
+
+
+def _refuse_bool(input, name):
+    """numpy's TypeError for bool arithmetic, raised by scipy's gradient and
+    laplace after their work; here before it."""
+    if _ndimage()._filter_input(input).dtype == np.bool_:
+        raise TypeError(f"{name} subtracts and adds: numpy boolean subtract is not supported (as in scipy); "
+                        "pass uint8 data")
+
+
+@_docs.filter_doc(
+    'Multidimensional morphological gradient.',
+    "The dilation minus the erosion, integers wrapping as numpy's do (scipy.ndimage.morphological_gradient). Bool data is refused, as numpy refuses bool subtraction in scipy. On a cupy array the same call runs on its GPU and returns a cupy array.",
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.morphological_gradient(a, size=(3, 3))
+    array([[7, 7, 8, 6],
+           [7, 8, 9, 9],
+           [6, 7, 8, 8]])
+    """)
+def morphological_gradient(input: Any, size: Any = None, footprint: Any = None, structure: Any = None,
+                           output: Any = None, mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *,
+                           axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
+    _refuse_bool(input, "morphological_gradient")
+    kw = dict(axes=axes, stream=stream, threads=threads)
+    dilated = grey_dilation(input, size, footprint, structure, None, mode, cval, origin, **kw)
+    eroded = grey_erosion(input, size, footprint, structure, output, mode, cval, origin, **kw)
+    return _combine("subtract", dilated, eroded, eroded, input, stream)
+
+
+@_docs.filter_doc(
+    'Multidimensional morphological laplace.',
+    'The dilation plus the erosion minus twice the input (scipy.ndimage.morphological_laplace). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.morphological_laplace(a, size=(3, 3))
+    array([[ 5,  7,  2,  6],
+           [ 1, -6, -3, -1],
+           [-4,  7, -8,  8]])
+    """)
+def morphological_laplace(input: Any, size: Any = None, footprint: Any = None, structure: Any = None,
+                          output: Any = None, mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *,
+                          axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
+    _refuse_bool(input, "morphological_laplace")
+    kw = dict(axes=axes, stream=stream, threads=threads)
+    src = _ndimage()._filter_input(input)
+    dilated = grey_dilation(src.obj, size, footprint, structure, None, mode, cval, origin, **kw)
+    result = grey_erosion(src.obj, size, footprint, structure, output, mode, cval, origin, **kw)
+    _combine("add", dilated, result, result, src.obj, stream)
+    _combine("subtract", result, src.obj, result, src.obj, stream)
+    return _combine("subtract", result, src.obj, result, src.obj, stream)
+
+
+@_docs.filter_doc(
+    'Multidimensional white tophat filter.',
+    'The input minus its opening; for bool data and a bool result, their xor (scipy.ndimage.white_tophat). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.white_tophat(a, size=(2, 2))
+    array([[0, 0, 2, 0],
+           [0, 6, 4, 4],
+           [3, 0, 7, 0]])
+    """)
+def white_tophat(input: Any, size: Any = None, footprint: Any = None, structure: Any = None, output: Any = None,
+                 mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                 stream: Any = None, threads: int | None = None) -> Any:
+    _warn_size_ignored(size, footprint)
+    src = _ndimage()._filter_input(input)
+    opened = grey_opening(src.obj, size, footprint, structure, output, mode, cval, origin, axes=axes, stream=stream,
+                          threads=threads)
+    return _combine("difference", src.obj, opened, opened, src.obj, stream)
+
+
+@_docs.filter_doc(
+    'Multidimensional black tophat filter.',
+    'The closing minus the input; for bool data and a bool result, their xor (scipy.ndimage.black_tophat). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    """
+    >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
+    >>> ndimage.black_tophat(a, size=(2, 2))
+    array([[6, 7, 3, 5],
+           [4, 0, 0, 0],
+           [0, 5, 0, 0]])
+    """)
+def black_tophat(input: Any, size: Any = None, footprint: Any = None, structure: Any = None, output: Any = None,
+                 mode: str = "reflect", cval: float = 0.0, origin: Any = 0, *, axes: Any = None,
+                 stream: Any = None, threads: int | None = None) -> Any:
+    _warn_size_ignored(size, footprint)
+    src = _ndimage()._filter_input(input)
+    closed = grey_closing(src.obj, size, footprint, structure, output, mode, cval, origin, axes=axes, stream=stream,
+                          threads=threads)
+    return _combine("difference", closed, src.obj, closed, src.obj, stream)
+
+
+# ---------------------------------------------------------- binary morphology
+
+@_docs.numpy_sections(
+    [("rank : int", "The number of dimensions."),
+     ("connectivity : int", "The most steps (along distinct axes) from the centre to an element that is true.")],
+    ("structure : numpy.ndarray of bool", "The 3 x ... x 3 element (a 0-d True for rank 0)."), """
+    >>> import numpy as np
+    >>> from gpufilt import ndimage
+    >>> ndimage.generate_binary_structure(2, 1)
+    array([[False,  True, False],
+           [ True,  True,  True],
+           [False,  True, False]])
+    >>> ndimage.generate_binary_structure(2, 2)
+    array([[ True,  True,  True],
+           [ True,  True,  True],
+           [ True,  True,  True]])
+    """)
+def generate_binary_structure(rank: int, connectivity: int) -> np.ndarray:
+    """The 3 x ... x 3 structuring element of the neighbours within
+    `connectivity` steps (scipy.ndimage.generate_binary_structure): 1 gives
+    the faces' neighbours, `rank` every neighbour."""
+    connectivity = max(int(connectivity), 1)
+    if rank < 1:
+        return np.array(True, dtype=bool)
+    steps = np.abs(np.indices([3] * rank) - 1).sum(axis=0)
+    return steps <= connectivity
+
+
+@_docs.numpy_sections(
+    [("structure : array_like", "The structuring element."),
+     ("iterations : int", "How many times it is applied to itself."),
+     ("origin : int or sequence of ints, optional", "An origin to scale with it.")],
+    ("structure : numpy.ndarray of bool", "The grown element; with `origin` (and iterations >= 2), the pair "
+     "(element, scaled origin)."), """
+    >>> import numpy as np
+    >>> from gpufilt import ndimage
+    >>> ndimage.iterate_structure(ndimage.generate_binary_structure(2, 1), 2).astype(int)
+    array([[0, 0, 1, 0, 0],
+           [0, 1, 1, 1, 0],
+           [1, 1, 1, 1, 1],
+           [0, 1, 1, 1, 0],
+           [0, 0, 1, 0, 0]])
+    """)
+def iterate_structure(structure: Any, iterations: int, origin: Any = None) -> Any:
+    """A structuring element dilated by itself `iterations` - 1 times
+    (scipy.ndimage.iterate_structure); with `origin`, also the origin scaled."""
+    structure = np.asarray(structure)
+    if iterations < 2:
+        return structure.copy()
+    extra = iterations - 1
+    shape = [n + extra * (n - 1) for n in structure.shape]
+    start = [extra * (n // 2) for n in structure.shape]
+    grown = np.zeros(shape, bool)
+    grown[tuple(slice(s, s + n) for s, n in zip(start, structure.shape))] = structure != 0
+    grown = binary_dilation(grown, structure, iterations=extra)
+    if origin is None:
+        return grown
+    origins = _args.normalize_sequence(origin, structure.ndim, "origin")
+    return grown, [iterations * o for o in origins]
+
+
+def _binary_structure(structure, ndim, axes):
+    """The structuring element over `axes` as one of the input's rank."""
+    if structure is None:
+        structure = generate_binary_structure(len(axes), 1)
+    else:
+        structure = np.asarray(_dispatch.on_host(structure, "structure"), dtype=bool)
+    if structure.ndim != len(axes):
+        raise ArgumentError("structure and input must have same dimensionality")
+    if structure.size < 1:
+        raise ArgumentError("structure must not be empty")
+    if len(axes) < ndim:
+        structure = np.expand_dims(structure, tuple(ax for ax in range(ndim) if ax not in axes))
+    return structure
+
+
+def _iterations(iterations):
+    """`iterations` as an int; scipy refuses floats, even integral ones."""
+    try:
+        return operator.index(iterations)
+    except TypeError:
+        raise TypeError("iterations parameter should be an integer") from None
+
+
+def _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation):
+    """binary_erosion (dilation=False) or binary_dilation: the minimum (or
+    maximum over the reflected element) of the 0/1 image, the border value
+    beyond the edges, repeated `iterations` times (until nothing changes
+    when below 1); where `mask` is False each step keeps its input."""
+    nd = _ndimage()
+    src = nd._filter_input(input)
+    if src.dtype.kind == "c":
+        raise TypeError("Complex type not supported")
+    iterations = _iterations(iterations)
+    axes = _args.check_axes(axes, src.ndim)
+    element = _binary_structure(structure, src.ndim, axes)
+    origins = list(_args.normalize_sequence(origin, len(axes), "origin"))
+    full_origins = [0] * src.ndim
+    for ax, o in zip(axes, origins):
+        full_origins[ax] = int(_args._scalar(o))
+    if dilation:
+        element = _reversed(element)
+        full_origins = [-o - (0 if n & 1 else 1) for o, n in zip(full_origins, element.shape)]
+    for o, n in zip(full_origins, element.shape):
+        _args.check_origin(o, n)
+    if mask is not None:
+        mask_src = nd._filter_input(mask)
+        if tuple(mask_src.shape) != tuple(src.shape):
+            raise ArgumentError("mask and input must have equal sizes")
+    if output is not None and not _is_dtype(output) and _dispatch.dtype_kind(nd.output_dtype_of(output)) == "c":
+        raise TypeError("Complex output type not supported")
+    xp = _library_of(src.obj)
+    values = xp.asarray(src.obj) != 0
+    keep = None if mask is None else xp.asarray(nd._filter_input(mask).obj) == 0
+    step = nd.maximum_filter if dilation else nd.minimum_filter
+    cval = 1.0 if border_value else 0.0
+    count = 0
+    while True:
+        result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
+                      origin=full_origins).view(bool)
+        if keep is not None:
+            result = xp.where(keep, values, result)
+        count += 1
+        changed = bool(xp.any(result != values)) if iterations < 1 else True
+        values = result
+        if (iterations >= 1 and count >= iterations) or not changed:
+            break
+    if output is None or _is_dtype(output):
+        return values if output in (None, bool, np.bool_) else values.astype(output)
+    output[...] = values
+    return output
+
+
+@_docs.filter_doc(
+    'Multidimensional binary erosion.',
+    "An element stays true where every element of the structuring element over it is true (the border value beyond the edges) (scipy.ndimage.binary_erosion). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
+    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force', 'axes'],
+    """
+    >>> a = np.zeros((5, 5), dtype=bool)
+    >>> a[1:4, 1:4] = True
+    >>> ndimage.binary_erosion(a).astype(int)
+    array([[0, 0, 0, 0, 0],
+           [0, 0, 0, 0, 0],
+           [0, 0, 1, 0, 0],
+           [0, 0, 0, 0, 0],
+           [0, 0, 0, 0, 0]])
+    """)
+def binary_erosion(input: Any, structure: Any = None, iterations: int = 1, mask: Any = None, output: Any = None,
+                   border_value: int = 0, origin: Any = 0, brute_force: bool = False, *,
+                   axes: Any = None) -> Any:
+    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation=False)
+
+
+@_docs.filter_doc(
+    'Multidimensional binary dilation.',
+    "An element becomes true where any element of the reflected structuring element over it is true (scipy.ndimage.binary_dilation). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
+    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force', 'axes'],
+    """
+    >>> a = np.zeros((5, 5), dtype=bool)
+    >>> a[2, 2] = True
+    >>> ndimage.binary_dilation(a).astype(int)
+    array([[0, 0, 0, 0, 0],
+           [0, 0, 1, 0, 0],
+           [0, 1, 1, 1, 0],
+           [0, 0, 1, 0, 0],
+           [0, 0, 0, 0, 0]])
+    """)
+def binary_dilation(input: Any, structure: Any = None, iterations: int = 1, mask: Any = None, output: Any = None,
+                    border_value: int = 0, origin: Any = 0, brute_force: bool = False, *,
+                    axes: Any = None) -> Any:
+    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation=True)
+
+
+@_docs.filter_doc(
+    'Multidimensional binary opening.',
+    "`iterations` erosions, then as many dilations (scipy.ndimage.binary_opening). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
+    ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force', 'axes'],
+    """
+    >>> a = np.zeros((5, 5), dtype=bool)
+    >>> a[1:4, 1:4] = True
+    >>> a[4, 4] = True
+    >>> ndimage.binary_opening(a, structure=np.ones((3, 3))).astype(int)
+    array([[0, 0, 0, 0, 0],
+           [0, 1, 1, 1, 0],
+           [0, 1, 1, 1, 0],
+           [0, 1, 1, 1, 0],
+           [0, 0, 0, 0, 0]])
+    """)
+def binary_opening(input: Any, structure: Any = None, iterations: int = 1, output: Any = None, origin: Any = 0,
+                   mask: Any = None, border_value: int = 0, brute_force: bool = False, *,
+                   axes: Any = None) -> Any:
+    ndim = _ndimage()._filter_input(input).ndim
+    if structure is None:
+        structure = generate_binary_structure(len(_args.check_axes(axes, ndim)), 1)
+    eroded = binary_erosion(input, structure, iterations, mask, None, border_value, origin, brute_force, axes=axes)
+    return binary_dilation(eroded, structure, iterations, mask, output, border_value, origin, brute_force, axes=axes)
+
+
+@_docs.filter_doc(
+    'Multidimensional binary closing.',
+    "`iterations` dilations, then as many erosions (scipy.ndimage.binary_closing). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
+    ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force', 'axes'],
+    """
+    >>> a = np.ones((5, 5), dtype=bool)
+    >>> a[2, 2] = False
+    >>> ndimage.binary_closing(a).astype(int)
+    array([[0, 0, 0, 0, 0],
+           [0, 1, 1, 1, 0],
+           [0, 1, 1, 1, 0],
+           [0, 1, 1, 1, 0],
+           [0, 0, 0, 0, 0]])
+    """)
+def binary_closing(input: Any, structure: Any = None, iterations: int = 1, output: Any = None, origin: Any = 0,
+                   mask: Any = None, border_value: int = 0, brute_force: bool = False, *,
+                   axes: Any = None) -> Any:
+    ndim = _ndimage()._filter_input(input).ndim
+    if structure is None:
+        structure = generate_binary_structure(len(_args.check_axes(axes, ndim)), 1)
+    dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin, brute_force, axes=axes)
+    return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin, brute_force, axes=axes)
+
+
+@_docs.filter_doc(
+    'Multidimensional binary propagation.',
+    "Dilations of the input within `mask`, repeated until nothing changes (scipy.ndimage.binary_propagation). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
+    ['input', 'structure', 'mask', 'output_binary', 'border_value', 'origins', 'axes'],
+    """
+    >>> marker = np.zeros((4, 5), dtype=bool)
+    >>> marker[0, 0] = True
+    >>> mask = np.array([[1, 1, 0, 0, 1], [0, 1, 0, 0, 1], [0, 1, 1, 0, 0], [1, 0, 0, 0, 1]], dtype=bool)
+    >>> ndimage.binary_propagation(marker, mask=mask).astype(int)
+    array([[1, 1, 0, 0, 0],
+           [0, 1, 0, 0, 0],
+           [0, 1, 1, 0, 0],
+           [0, 0, 0, 0, 0]])
+    """)
+def binary_propagation(input: Any, structure: Any = None, mask: Any = None, output: Any = None,
+                       border_value: int = 0, origin: Any = 0, *, axes: Any = None) -> Any:
+    return binary_dilation(input, structure, -1, mask, output, border_value, origin, axes=axes)
+
+
+@_docs.filter_doc(
+    'Fill the holes in binary objects.',
+    "Every background element that the background connected to the border cannot reach becomes true (scipy.ndimage.binary_fill_holes). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
+    ['input', 'structure', 'output_binary', 'origins', 'axes'],
+    """
+    >>> a = np.zeros((5, 5), dtype=bool)
+    >>> a[1:4, 1:4] = True
+    >>> a[2, 2] = False
+    >>> ndimage.binary_fill_holes(a).astype(int)
+    array([[0, 0, 0, 0, 0],
+           [0, 1, 1, 1, 0],
+           [0, 1, 1, 1, 0],
+           [0, 1, 1, 1, 0],
+           [0, 0, 0, 0, 0]])
+    """)
+def binary_fill_holes(input: Any, structure: Any = None, output: Any = None, origin: Any = 0, *,
+                      axes: Any = None) -> Any:
+    src = _ndimage()._filter_input(input)
+    xp = _library_of(src.obj)
+    background = xp.logical_not(xp.asarray(src.obj))
+    seed = xp.zeros(src.shape, bool)
+    outside = binary_dilation(seed, structure, -1, background, None, 1, origin, axes=axes)
+    filled = xp.logical_not(outside)
+    if output is None or _is_dtype(output):
+        return filled if output in (None, bool, np.bool_) else filled.astype(output)
+    output[...] = filled
+    return output

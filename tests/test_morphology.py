@@ -1,0 +1,177 @@
+"""gpufilt.ndimage's grey and binary morphology against scipy.ndimage on
+random data: dtypes, modes, flat windows (size, footprint) and non-flat
+structures, origins, axes, masks, iterations, output arrays; bit for bit
+(bool results compared as their bytes, which scipy stores as computed).
+SciPy's own test_morphology.py runs too (test_scipy_suite.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage as snd
+
+import gpufilt
+from gpufilt import ndimage as gnd
+
+from _helpers import CUDA_USABLE
+
+GREY = ["grey_erosion", "grey_dilation", "grey_opening", "grey_closing", "morphological_gradient",
+        "morphological_laplace", "white_tophat", "black_tophat"]
+DTYPES = ["bool", "uint8", "int8", "uint16", "int16", "int32", "uint32", "int64", "float32", "float64"]
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+def same(ours, theirs):
+    """Bit for bit, bools by their bytes; or the same exception type."""
+    if isinstance(theirs, Exception):
+        assert isinstance(ours, type(theirs)), (ours, theirs)
+        return
+    assert not isinstance(ours, Exception), ours
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    view = (lambda a: a.view(np.uint8)) if theirs.dtype == bool else (lambda a: a)
+    np.testing.assert_array_equal(view(ours), view(theirs))
+
+
+def outcome(func, *args, **kwargs):
+    try:
+        return func(*args, **kwargs)
+    except Exception as exc:  # compared with scipy's
+        return exc
+
+
+def random_image(rng, shape, dtype):
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    return rng.integers(0, 60, shape).astype(dtype)
+
+
+WINDOWS = {
+    "size": {"size": (3, 2), "origin": (0, -1)},
+    "footprint": {"footprint": np.array([[1, 0, 1], [1, 1, 0]], bool), "origin": (0, 1)},
+    "integer heights": {"structure": np.array([[1.0, -2.0], [0.0, 3.0], [-1.0, 2.0]])},
+    "real heights": {"structure": np.array([[0.3, -1.7, 0.5], [2.2, 0.0, -0.6]])},
+    "heights and footprint": {"structure": np.array([[0.5, 1.5], [-2.5, 0.0]]),
+                              "footprint": np.array([[1, 0], [1, 1]], bool)},
+}
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", GREY)
+def test_grey_morphology_matches_scipy(name, dtype, window, rng):
+    image = random_image(rng, (7, 9), dtype)
+    for mode in MODES:
+        kwargs = dict(WINDOWS[window], mode=mode, cval=2.5)
+        same(outcome(getattr(gnd, name), image, **kwargs), outcome(getattr(snd, name), image, **kwargs))
+
+
+@pytest.mark.parametrize("name", GREY)
+def test_grey_morphology_on_a_volume_with_axes_and_output_array(name, rng):
+    volume = random_image(rng, (5, 6, 7), "float32")
+    kwargs = dict(size=(3, 2), axes=(0, 2), mode="nearest")
+    out_ours, out_theirs = np.zeros_like(volume), np.zeros_like(volume)
+    assert getattr(gnd, name)(volume, output=out_ours, **kwargs) is out_ours
+    getattr(snd, name)(volume, output=out_theirs, **kwargs)
+    same(out_ours, out_theirs)
+    strided = np.asfortranarray(volume)[::-1]
+    footprint = np.eye(3, dtype=bool)[:, :, None] | np.eye(3, dtype=bool)[None]
+    same(getattr(gnd, name)(strided, footprint=footprint), getattr(snd, name)(strided, footprint=footprint))
+    with pytest.raises(gpufilt.ArgumentError, match="must match len"):
+        getattr(gnd, name)(volume, footprint=np.eye(3, dtype=bool))
+
+
+BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 0])
+@pytest.mark.parametrize("border_value", [0, 1])
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_morphology_matches_scipy(name, border_value, iterations, rng):
+    image = rng.random((12, 13)) < 0.6
+    for structure in (None, np.array([[0, 1, 1], [1, 1, 0]], bool), snd.generate_binary_structure(2, 2)):
+        for origin in (0, (0, -1)):
+            kwargs = dict(structure=structure, iterations=iterations, border_value=border_value, origin=origin)
+            same(outcome(getattr(gnd, name), image, **kwargs), outcome(getattr(snd, name), image, **kwargs))
+
+
+@pytest.mark.parametrize("name", ["binary_erosion", "binary_dilation"])
+def test_binary_morphology_with_a_mask_matches_scipy(name, rng):
+    image = rng.integers(0, 3, (10, 11)).astype(np.int16)  # not 0/1: any non-zero value is foreground
+    mask = rng.random((10, 11)) < 0.7
+    for iterations in (1, 3, -1):
+        kwargs = dict(mask=mask, iterations=iterations)
+        same(gnd.__getattribute__(name)(image, **kwargs), getattr(snd, name)(image, **kwargs))
+
+
+def test_binary_propagation_and_fill_holes_match_scipy(rng):
+    image = rng.random((20, 21)) < 0.45
+    marker = np.zeros_like(image)
+    marker[0, :] = True
+    same(gnd.binary_propagation(marker, mask=image), snd.binary_propagation(marker, mask=image))
+    same(gnd.binary_fill_holes(image), snd.binary_fill_holes(image))
+    same(gnd.binary_fill_holes(image, structure=np.ones((3, 3))), snd.binary_fill_holes(image, structure=np.ones((3, 3))))
+    out = np.zeros_like(image)
+    assert gnd.binary_fill_holes(image, output=out) is out
+    same(out, snd.binary_fill_holes(image))
+
+
+@pytest.mark.parametrize("rank, connectivity", [(0, 1), (1, 1), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3), (2, 0)])
+def test_generate_binary_structure_matches_scipy(rank, connectivity):
+    same(gnd.generate_binary_structure(rank, connectivity), snd.generate_binary_structure(rank, connectivity))
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 3])
+def test_iterate_structure_matches_scipy(iterations):
+    structure = snd.generate_binary_structure(2, 1)
+    same(gnd.iterate_structure(structure, iterations), snd.iterate_structure(structure, iterations))
+    ours = gnd.iterate_structure(structure, iterations, origin=(1, -1))
+    theirs = snd.iterate_structure(structure, iterations, origin=(1, -1))
+    if iterations < 2:  # as scipy: the structure alone
+        same(ours, theirs)
+        return
+    same(ours[0], theirs[0])
+    assert list(ours[1]) == list(theirs[1])
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.grey_erosion(np.ones((4, 4))),                                   # no window
+    lambda m: m.binary_erosion(np.ones((4, 4)), iterations=1.5),                 # not an integer
+    lambda m: m.binary_erosion(np.ones((4, 4)), structure=np.ones(3)),           # wrong rank
+    lambda m: m.binary_erosion(np.ones((4, 4)), mask=np.ones((3, 4))),           # mask shape
+    lambda m: m.grey_erosion(np.ones((4, 4)) + 1j, size=3),                      # complex
+    lambda m: m.morphological_gradient(np.ones((4, 4), bool), size=3),           # bool arithmetic
+])
+def test_bad_arguments_raise_scipys_exception_types(call):
+    theirs = outcome(call, snd)
+    assert isinstance(theirs, Exception)
+    ours = outcome(call, gnd)
+    assert isinstance(ours, type(theirs)), (ours, theirs)
+
+
+def test_morphology_is_listed_and_documented():
+    for name in GREY + BINARY + ["binary_propagation", "binary_fill_holes", "generate_binary_structure",
+                                 "iterate_structure"]:
+        assert name in gnd.__all__
+        assert getattr(gnd, name).__doc__
+    with pytest.raises(AttributeError, match="does not provide scipy.ndimage.binary_hit_or_miss"):
+        gnd.binary_hit_or_miss  # noqa: B018
+    assert gpufilt.ndimage.grey_erosion is gnd.grey_erosion
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("window", ["size", "footprint", "real heights"])
+@pytest.mark.parametrize("name", GREY + BINARY + ["binary_fill_holes"])
+def test_morphology_on_cupy_arrays_matches_scipy(name, window, rng):
+    cupy = pytest.importorskip("cupy")
+    if name.startswith("binary"):
+        if window != "size":
+            pytest.skip("one window is enough for the binary ones")
+        image = rng.random((30, 31)) < 0.55
+        ours, theirs = getattr(gnd, name)(cupy.asarray(image)), getattr(snd, name)(image)
+    else:
+        image = random_image(rng, (30, 31), "float32")
+        kwargs = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in WINDOWS[window].items()}
+        ours = getattr(gnd, name)(cupy.asarray(image), **kwargs)
+        theirs = getattr(snd, name)(image, **WINDOWS[window])
+    assert isinstance(ours, cupy.ndarray)
+    same(ours.get(), theirs)
