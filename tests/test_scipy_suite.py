@@ -23,7 +23,7 @@ pytest.importorskip("hypothesis")  # SciPy's test file imports it
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # SciPy's test files of the functions gpufilt.ndimage provides.
-TEST_FILES = ("test_filters", "test_morphology")
+TEST_FILES = ("test_filters", "test_morphology", "test_fourier")
 # The releases whose test files this harness was checked against (1.17.1 on
 # the 2-core machine, 1.18.1 on the GPU machine); others are skipped, not
 # guessed at.

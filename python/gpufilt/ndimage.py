@@ -32,6 +32,7 @@ __all__ = [
     "morphological_laplace", "white_tophat", "black_tophat",
     "binary_erosion", "binary_dilation", "binary_opening", "binary_closing", "binary_propagation",
     "binary_fill_holes", "generate_binary_structure", "iterate_structure",
+    "fourier_gaussian", "fourier_uniform", "fourier_ellipsoid", "fourier_shift",
 ]
 
 
@@ -45,8 +46,8 @@ Output = Any
 # is no silent fallback to scipy).
 _NOT_PROVIDED = frozenset("""
     affine_transform binary_hit_or_miss center_of_mass distance_transform_bf distance_transform_cdt
-    distance_transform_edt extrema find_objects fourier_ellipsoid fourier_gaussian fourier_shift
-    fourier_uniform generic_filter generic_filter1d geometric_transform histogram label
+    distance_transform_edt extrema find_objects
+    generic_filter generic_filter1d geometric_transform histogram label
     labeled_comprehension map_coordinates maximum maximum_position mean median minimum minimum_position
     rotate shift spline_filter spline_filter1d standard_deviation sum sum_labels value_indices variance
     vectorized_filter watershed_ift zoom""".split())
@@ -1237,3 +1238,6 @@ from ._morphology import (  # noqa: E402 - they call back into this module's fil
     binary_closing, binary_dilation, binary_erosion, binary_fill_holes, binary_opening, binary_propagation,
     black_tophat, generate_binary_structure, grey_closing, grey_dilation, grey_erosion, grey_opening,
     iterate_structure, morphological_gradient, morphological_laplace, white_tophat)
+
+# The Fourier-domain filters (_fourier.py), on the output of numpy or cupy FFTs.
+from ._fourier import fourier_ellipsoid, fourier_gaussian, fourier_shift, fourier_uniform  # noqa: E402

@@ -1,0 +1,258 @@
+"""scipy.ndimage's Fourier-domain filters, on the output of numpy or cupy FFTs.
+
+Each filter multiplies the transform by a factor that is a product (or, for
+the ellipsoid and the shift, a function of a sum) of one small table per
+axis, indexed by the frequency of each element along that axis. The tables
+are computed in float64 on the host (a few values per axis, moved to the
+GPU for cupy arrays: parameters, not data); the products run in the input's
+library (numpy or cupy), in float64 as scipy's C code computes them, and are
+converted once to the output's dtype.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from typing import Any
+
+import numpy as np
+
+from . import _args, _dispatch, _docs
+from ._errors import ArgumentError
+
+_REAL_OUTPUTS = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def _namespace(input):
+    """(array, library module) for numpy or cupy data."""
+    src = _dispatch.Operand(input, "input") if not isinstance(input, np.ndarray) else None
+    library = "numpy" if src is None or src.library in ("numpy", "buffer") else src.library
+    if library not in ("numpy", "cupy"):
+        raise TypeError(f"the Fourier filters take numpy or cupy arrays (the output of their FFTs), not {library}")
+    xp = importlib.import_module(library)
+    return xp.asarray(input), xp
+
+
+def _output(output, x, xp, complex_only):
+    """scipy's output rules for the Fourier filters: (dtype, caller's array or None)."""
+    allowed = (np.complex64, np.complex128) if complex_only else _REAL_OUTPUTS
+    if output is None:
+        keep = (np.complex64, np.complex128) if complex_only else (np.complex64, np.complex128, np.float32)
+        return (x.dtype if x.dtype.type in keep else np.dtype(np.complex128 if complex_only else np.float64)), None
+    if isinstance(output, (type, np.dtype, str)):
+        dtype = np.dtype(output)
+        if dtype.type not in allowed:
+            raise ArgumentError(f"output type not supported: {dtype}")
+        return dtype, None
+    if tuple(output.shape) != tuple(x.shape):
+        raise ArgumentError("output shape not correct")
+    if output.dtype.type not in allowed or (x.dtype.kind == "c" and output.dtype.kind != "c"):
+        raise ArgumentError(f"data type not supported: output {output.dtype} for input {x.dtype}")
+    return output.dtype, output
+
+
+def _frequencies(length, axis, n, real_axis):
+    """The frequency index k of each element along an axis: 0, 1, ...,
+    then the negative ones (a complex FFT), or 0 .. length - 1 along the
+    axis of a real FFT (n >= 0)."""
+    k = np.arange(length, dtype=np.float64)
+    if axis == real_axis and n >= 0:
+        return k
+    return np.where(k < (length + 1) // 2, k, k - length)
+
+
+def _period(length, axis, n, real_axis):
+    """The transform length an axis's frequencies divide by."""
+    return n if axis == real_axis and n >= 0 else length
+
+
+def _check(input, parameter, name, n, axis):
+    x, xp = _namespace(input)
+    if x.dtype.kind not in "biufc":
+        raise TypeError(f"input has dtype {x.dtype}; the Fourier filters take numbers")
+    values = _args.normalize_sequence(parameter, x.ndim, name)
+    values = [float(_args._scalar(v)) for v in values]
+    real_axis = _args.check_axis(axis, x.ndim) if x.ndim else 0
+    n = int(n)
+    return x, xp, values, real_axis, n
+
+
+def _apply(x, xp, factor, output, out_dtype, caller_output):
+    """x times the float64 `factor` (scipy's order: the factor, then the
+    element; in float64, complex128 for complex data), into the output."""
+    wide = np.complex128 if x.dtype.kind == "c" else np.float64
+    values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(wide)
+    product = xp.asarray(factor) * values
+    result = product.astype(out_dtype)
+    if caller_output is None:
+        return result
+    caller_output[...] = result
+    return caller_output
+
+
+def _outer(tables, xp):
+    """The product of per-axis tables over the whole grid, multiplied in
+    axis order (as scipy's loop multiplies them)."""
+    factor = None
+    for ax, table in enumerate(tables):
+        if table is None:
+            continue
+        shape = [1] * len(tables)
+        shape[ax] = table.size
+        t = table.reshape(shape)
+        factor = t if factor is None else factor * t
+    return np.ones(()) if factor is None else factor
+
+
+@_docs.numpy_sections(
+    [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
+     ("sigma : float or sequence of floats", "Standard deviation of the Gaussian, per axis."),
+     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
+     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
+     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+    >>> import numpy as np
+    >>> from gpufilt import ndimage
+    >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
+    >>> np.fft.ifft(ndimage.fourier_gaussian(x, 1.0)).real.round(4)
+    array([0.2118, 0.9728, 1.5908, 0.9728, 0.2118, 0.04  ])
+    """)
+def fourier_gaussian(input: Any, sigma: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+    """Multidimensional Gaussian Fourier filter (scipy.ndimage.fourier_gaussian)."""
+    x, xp, sigmas, real_axis, n = _check(input, sigma, "sigma", n, axis)
+    out_dtype, caller_output = _output(output, x, xp, complex_only=False)
+    tables = []
+    for ax, (length, s) in enumerate(zip(x.shape, sigmas)):
+        if length <= 1:
+            tables.append(None)
+            continue
+        scale = s * math.pi / _period(length, ax, n, real_axis)
+        exponent = -2.0 * scale * scale * _frequencies(length, ax, n, real_axis) ** 2
+        tables.append(np.where(np.abs(exponent) > 50.0, 0.0, np.exp(exponent)))
+    return _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
+
+
+@_docs.numpy_sections(
+    [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
+     ("size : float or sequence of floats", "Length of the box, per axis."),
+     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
+     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
+     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+    >>> import numpy as np
+    >>> from gpufilt import ndimage
+    >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
+    >>> np.fft.ifft(ndimage.fourier_uniform(x, 3)).real.round(4)
+    array([ 0.1008,  1.2326,  1.374 ,  1.2326,  0.1008, -0.0407])
+    """)
+def fourier_uniform(input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+    """Multidimensional uniform Fourier filter (scipy.ndimage.fourier_uniform)."""
+    x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
+    out_dtype, caller_output = _output(output, x, xp, complex_only=False)
+    tables = []
+    for ax, (length, s) in enumerate(zip(x.shape, sizes)):
+        if length <= 1:
+            tables.append(None)
+            continue
+        step = math.pi * s / _period(length, ax, n, real_axis)
+        k = _frequencies(length, ax, n, real_axis)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            table = np.sin(step * k) / (step * k) if step > 0.0 else np.zeros(length)
+        table[0] = 1.0
+        tables.append(table)
+    return _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
+
+
+def _bessel_j1(r, xp):
+    """The Bessel function J1 of float64 values: scipy.special's (cupyx's
+    on the GPU), an optional dependency of this one filter."""
+    try:
+        special = importlib.import_module("cupyx.scipy.special" if xp is not np else "scipy.special")
+    except ImportError:
+        raise ImportError("fourier_ellipsoid of 2-D data needs the Bessel function J1: install scipy "
+                          "(numpy arrays) or cupy (cupy arrays)") from None
+    return special.j1(r)
+
+
+@_docs.numpy_sections(
+    [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
+     ("size : float or sequence of floats", "Length of the ellipsoid's axes, per axis (2-D data needs scipy, or cupy for cupy arrays, for the Bessel function J1)."),
+     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
+     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
+     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+    >>> import numpy as np
+    >>> from gpufilt import ndimage
+    >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
+    >>> np.fft.ifft(ndimage.fourier_ellipsoid(x, 3)).real.round(4)
+    array([ 0.1008,  1.2326,  1.374 ,  1.2326,  0.1008, -0.0407])
+    """)
+def fourier_ellipsoid(input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+    """Multidimensional ellipsoid Fourier filter, for 1-, 2- and 3-D data
+    (scipy.ndimage.fourier_ellipsoid)."""
+    x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
+    if x.ndim > 3:
+        raise NotImplementedError("Only 1d, 2d and 3d inputs are supported")
+    out_dtype, caller_output = _output(output, x, xp, complex_only=False)
+    if x.size == 0:
+        return _apply(x, xp, np.ones(()), output, out_dtype, caller_output)
+    tables = []
+    for ax, (length, s) in enumerate(zip(x.shape, sizes)):
+        step = math.pi * s / _period(length, ax, n, real_axis)
+        tables.append(_frequencies(length, ax, n, real_axis) * step)
+    if x.ndim == 1:
+        t = tables[0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            factor = np.where(t != 0, np.sin(t) / np.where(t != 0, t, 1.0), 1.0)
+        return _apply(x, xp, factor, output, out_dtype, caller_output)
+    squares = [xp.asarray(t * t) for t in tables]
+    total = None
+    for ax, sq in enumerate(squares):
+        shape = [1] * x.ndim
+        shape[ax] = sq.size
+        sq = sq.reshape(shape)
+        total = sq if total is None else total + sq
+    r = xp.sqrt(total)
+    safe = xp.where(r > 0.0, r, 1.0)
+    if x.ndim == 2:
+        factor = xp.where(r > 0.0, 2.0 * _bessel_j1(safe, xp) / safe, 1.0)
+    else:
+        factor = xp.where(r > 0.0, 3.0 * (xp.sin(safe) - safe * xp.cos(safe)) / (safe * safe * safe), 1.0)
+    return _apply(x, xp, factor, output, out_dtype, caller_output)
+
+
+@_docs.numpy_sections(
+    [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
+     ("shift : float or sequence of floats", "The shift, per axis, in elements."),
+     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
+     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
+     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+    >>> import numpy as np
+    >>> from gpufilt import ndimage
+    >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
+    >>> np.fft.ifft(ndimage.fourier_shift(x, 1)).real.round(4) + 0.0
+    array([0., 0., 0., 4., 0., 0.])
+    """)
+def fourier_shift(input: Any, shift: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+    """Multidimensional Fourier shift filter (scipy.ndimage.fourier_shift):
+    a complex result."""
+    x, xp, shifts, real_axis, n = _check(input, shift, "shift", n, axis)
+    out_dtype, caller_output = _output(output, x, xp, complex_only=True)
+    phase = None
+    for ax, (length, s) in enumerate(zip(x.shape, shifts)):
+        if length <= 1:
+            continue
+        table = -2.0 * math.pi * s / _period(length, ax, n, real_axis) * _frequencies(length, ax, n, real_axis)
+        shape = [1] * x.ndim
+        shape[ax] = length
+        table = xp.asarray(table.reshape(shape))
+        phase = table if phase is None else phase + table
+    phase = xp.zeros(()) if phase is None else phase
+    rotation = xp.cos(phase) + 1j * xp.sin(phase)
+    values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.complex128 if x.dtype.kind == "c"
+                                                                      else np.float64)
+    result = (values * rotation).astype(out_dtype)
+    if caller_output is None:
+        return result
+    caller_output[...] = result
+    return caller_output

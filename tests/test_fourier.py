@@ -1,0 +1,88 @@
+"""gpufilt.ndimage's Fourier filters against scipy.ndimage on the output of
+numpy's FFTs (and cupy's on the GPU): complex and real FFTs (n, axis),
+dtypes, output dtypes and arrays. SciPy's own test_fourier.py runs too
+(test_scipy_suite.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage as snd
+
+import gpufilt
+from gpufilt import ndimage as gnd
+
+from _helpers import CUDA_USABLE
+
+FILTERS = {"fourier_gaussian": 1.7, "fourier_uniform": 3.0, "fourier_ellipsoid": 2.5, "fourier_shift": 1.25}
+
+
+def transform(rng, shape, real_axis=None):
+    data = rng.normal(size=shape)
+    if real_axis is None:
+        return np.fft.fftn(data), -1
+    return np.fft.rfft(data, axis=real_axis), shape[real_axis]
+
+
+@pytest.mark.parametrize("shape", [(17,), (12, 9), (6, 7, 8)])
+@pytest.mark.parametrize("real_axis", [None, 0, -1])
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_match_scipy(name, shape, real_axis, rng):
+    spectrum, n = transform(rng, shape, real_axis)
+    axis = -1 if real_axis is None else real_axis
+    parameter = FILTERS[name]
+    for data in (spectrum, spectrum.astype(np.complex64), spectrum.real.copy(), spectrum.real.astype(np.float32)):
+        ours = getattr(gnd, name)(data, parameter, n=n, axis=axis)
+        theirs = getattr(snd, name)(data, parameter, n=n, axis=axis)
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12 if ours.dtype.itemsize >= 8 and
+                                   ours.dtype != np.complex64 else 1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_per_axis_parameters_and_outputs(name, rng):
+    spectrum, _ = transform(rng, (10, 11))
+    parameters = (1.5, 0.5)
+    out_ours, out_theirs = np.zeros_like(spectrum), np.zeros_like(spectrum)
+    assert getattr(gnd, name)(spectrum, parameters, output=out_ours) is out_ours
+    getattr(snd, name)(spectrum, parameters, output=out_theirs)
+    np.testing.assert_allclose(out_ours, out_theirs, rtol=1e-12, atol=1e-12)
+    for dtype in (np.complex64, np.complex128):
+        ours = getattr(gnd, name)(spectrum.real.astype(np.int16), parameters, output=dtype)
+        theirs = getattr(snd, name)(spectrum.real.astype(np.int16), parameters, output=dtype)
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.fourier_gaussian(np.ones((4, 4)), 1.0, output=np.int32),           # output type
+    lambda m: m.fourier_shift(np.ones((4, 4)), 1.0, output=np.float64),            # shift: complex only
+    lambda m: m.fourier_uniform(np.ones((4, 4)), (1.0, 2.0, 3.0)),                 # sequence length
+    lambda m: m.fourier_gaussian(np.ones((4, 4)), 1.0, output=np.ones((4, 5))),    # output shape
+    lambda m: m.fourier_ellipsoid(np.ones((2, 2, 2, 2)), 1.0),                     # rank 4
+])
+def test_bad_arguments_raise_scipys_exception_types(call):
+    try:
+        call(snd)
+    except Exception as theirs:
+        with pytest.raises(type(theirs)):
+            call(gnd)
+    else:
+        pytest.fail("scipy accepted it")
+
+
+def test_fourier_filters_are_listed():
+    for name in FILTERS:
+        assert name in gnd.__all__ and getattr(gnd, name).__doc__
+    assert gpufilt.ndimage.fourier_shift is gnd.fourier_shift
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("shape", [(17,), (12, 9), (6, 7, 8)])
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_on_cupy_ffts_match_scipy(name, shape, rng):
+    cupy = pytest.importorskip("cupy")
+    spectrum, _ = transform(rng, shape)
+    ours = getattr(gnd, name)(cupy.fft.fftn(cupy.asarray(np.fft.ifftn(spectrum))), FILTERS[name])
+    assert isinstance(ours, cupy.ndarray)
+    np.testing.assert_allclose(ours.get(), getattr(snd, name)(spectrum, FILTERS[name]), rtol=1e-9, atol=1e-9)
