@@ -22,7 +22,7 @@ import cupyx.scipy.ndimage
 import pytest
 
 import gpufilt.ndimage
-from scipy_suite_plugin import NotProvided, _not_provided
+from scipy_suite_plugin import _not_provided
 
 # Tests where cupyx's answer (the test's expectation) is not scipy's and
 # gpufilt gives scipy's, by test name and parameter substring.
@@ -66,10 +66,6 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.excinfo is None or call.when != "call":
         return
-    text = str(call.excinfo.value)
-    if call.excinfo.errisinstance(NotProvided) or "does not provide" in text and "NotProvided" in text:
-        report.outcome = "skipped"  # (cupy.testing wraps the error in an AssertionError)
-        report.longrepr = (str(item.path), item.location[1], "not provided: generic_filter or generic_filter1d")
-    elif _only_the_dual_class_differs(text):
+    if _only_the_dual_class_differs(str(call.excinfo.value)):
         report.outcome = "skipped"
         report.wasxfail = DUAL_CLASS

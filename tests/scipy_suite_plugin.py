@@ -1,17 +1,18 @@
-"""A pytest plugin that runs SciPy's own filter tests against gpufilt.
+"""A pytest plugin that runs SciPy's own tests against gpufilt.
 
 SciPy's ``scipy/ndimage/tests/test_filters.py``, ``test_morphology.py`` and
-``test_fourier.py`` call every function as ``ndimage.<name>``. With this plugin loaded (``-p scipy_suite_plugin``,
-tests/ on the path) those names in ``scipy.ndimage`` are gpufilt's filters,
-so SciPy's tests, values, exception types and messages become the oracle of
-gpufilt's. A filter gpufilt does not provide is replaced by a function that
-raises `NotProvided`; the tests that reach one are reported as skipped,
-naming it, so they count neither as passes nor as failures.
+``test_fourier.py`` call every function as ``ndimage.<name>``. With this
+plugin loaded (``-p scipy_suite_plugin``, tests/ on the path) those names in
+``scipy.ndimage`` are gpufilt's functions, so SciPy's tests, values,
+exception types and messages become the oracle of gpufilt's. A function
+gpufilt does not provide is replaced by one that raises `NotProvided`, a
+pytest skip that names it: those tests count neither as passes nor as
+failures.
 
 tests/test_scipy_suite.py runs the suite with this plugin in a child
-process; ``python tests/test_scipy_suite.py`` prints the whole report. Set
-GPUFILT_SCIPY_SUITE_BACKEND=cupy (with SCIPY_ARRAY_API=1) to run SciPy's
-cupy cases on a GPU machine.
+process; ``python tests/test_scipy_suite.py`` prints the whole report. On a
+GPU machine, ``SCIPY_ARRAY_API='["numpy", "cupy"]'`` adds SciPy's cupy cases
+(benchmarks/gpu_session.sh's ``peers`` step).
 """
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ import scipy.ndimage._morphology
 import gpufilt.ndimage
 
 
-class NotProvided(Exception):
-    """A SciPy filter that gpufilt.ndimage does not provide was called."""
+class NotProvided(pytest.skip.Exception):
+    """A SciPy function that gpufilt.ndimage does not provide was called: the
+    test is skipped, naming it (a pytest skip, so that no failure report is
+    built for it, and cupy.testing, which catches Exception, lets it through)."""
 
 
 def _not_provided(name):
     def missing(*args, **kwargs):
-        raise NotProvided(f"gpufilt.ndimage does not provide {name}")
+        raise NotProvided(f"not provided: gpufilt.ndimage does not provide {name}")
     missing.__name__ = name
     return missing
 
@@ -116,12 +119,3 @@ def pytest_collection_modifyitems(config, items):
         reason = DELIBERATE_DIFFERENCES.get(item.originalname)
         if reason:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if call.excinfo is not None and call.excinfo.errisinstance(NotProvided):
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1], f"not provided: {call.excinfo.value}")

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -33,7 +34,11 @@ TESTED_SCIPY = ("1.17.", "1.18.")
 def run_suite(*extra_args, capture=True):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "scipy_suite_plugin",
+    # -c os.devnull: SciPy's tests run without gpufilt's pytest configuration
+    # (warnings as errors, strict markers), which pytest would otherwise find
+    # above a virtual environment made inside the repository (as CI's is).
+    command = [sys.executable, "-m", "pytest", "-q", "-c", os.devnull, "--rootdir", tempfile.gettempdir(),
+               "-p", "no:cacheprovider", "-p", "scipy_suite_plugin",
                "-W", "ignore::pytest.PytestUnknownMarkWarning",  # scipy's conftest marks
                "--pyargs", *(f"scipy.ndimage.tests.{name}" for name in TEST_FILES), *extra_args]
     return subprocess.run(command, env=env, cwd=HERE, capture_output=capture, text=True)
