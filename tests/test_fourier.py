@@ -86,3 +86,17 @@ def test_fourier_filters_on_cupy_ffts_match_scipy(name, shape, rng):
     ours = getattr(gnd, name)(cupy.fft.fftn(cupy.asarray(np.fft.ifftn(spectrum))), FILTERS[name])
     assert isinstance(ours, cupy.ndarray)
     np.testing.assert_allclose(ours.get(), getattr(snd, name)(spectrum, FILTERS[name]), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_run_on_the_given_stream(name, rng):
+    cupy = pytest.importorskip("cupy")
+    spectrum, _ = transform(rng, (32, 33))
+    data = cupy.asarray(spectrum)
+    cupy.cuda.get_current_stream().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    ours = getattr(gnd, name)(data, FILTERS[name], stream=stream)
+    stream.synchronize()
+    np.testing.assert_allclose(ours.get(), getattr(snd, name)(spectrum, FILTERS[name]), rtol=1e-9, atol=1e-9)

@@ -175,3 +175,18 @@ def test_morphology_on_cupy_arrays_matches_scipy(name, window, rng):
         theirs = getattr(snd, name)(image, **WINDOWS[window])
     assert isinstance(ours, cupy.ndarray)
     same(ours.get(), theirs)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("name", ["grey_opening", "binary_closing", "binary_fill_holes"])
+def test_morphology_runs_on_the_given_stream(name, rng):
+    cupy = pytest.importorskip("cupy")
+    image = rng.random((64, 65)) < 0.5 if name.startswith("binary") else random_image(rng, (64, 65), "float32")
+    data = cupy.asarray(image)
+    cupy.cuda.get_current_stream().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    kwargs = {} if name.startswith("binary") else {"size": 3}
+    ours = getattr(gnd, name)(data, stream=stream, **kwargs)
+    stream.synchronize()
+    same(ours.get(), getattr(snd, name)(image, **kwargs))

@@ -90,5 +90,5 @@ def get_cmake_dir():
     return os.path.join(os.path.dirname(__file__), "share", "cmake", "gpufilt")
 
 
-__all__ = ["ArgumentError", "CudaError", "ExternalArray", "describe", "free_cpu_pool", "from_pointer", "get_cmake_dir",
-           "get_include", "info", "ndimage", "__version__"]
+__all__ = ["ArgumentError", "CudaError", "ExternalArray", "describe", "free_cpu_pool", "from_pointer",
+           "get_cmake_dir", "get_include", "info", "ndimage", "__version__"]

@@ -104,7 +104,8 @@ def check_axes(axes, ndim: int) -> tuple:
         axes = (axes,)
     if not isinstance(axes, Iterable):
         raise ValueError("axes must be an integer, iterable of integers, or None")
-    axes = tuple(operator.index(_scalar(ax)) for ax in axes)  # its TypeError: "... cannot be interpreted as an integer"
+    # operator.index's TypeError says "... cannot be interpreted as an integer", as scipy's.
+    axes = tuple(operator.index(_scalar(ax)) for ax in axes)
     for ax in axes:
         if not -ndim <= ax < ndim:
             raise ValueError(f"specified axis: {ax} is out of range for an array of dimension {ndim}")

@@ -590,9 +590,9 @@ class stream_made_current:
     hands to that library or to the caller's own function (generic_laplace's
     derivative) lands on it. Nothing to do for CPU arrays or stream=None."""
 
-    def __init__(self, src: Operand, stream):
+    def __init__(self, src: Operand | None, stream):
         self._context = None
-        if stream is None or src.device != "cuda" or src.library not in ("cupy", "torch"):
+        if stream is None or src is None or src.device != "cuda" or src.library not in ("cupy", "torch"):
             return
         ptr = resolve_stream(stream, src)
         if src.library == "cupy":

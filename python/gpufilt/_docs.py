@@ -179,7 +179,8 @@ def numpy_sections(parameters, returns, example):
         parts = [prose, ""]
         if parameters:
             parts += ["Parameters", "----------", *map(entry, parameters), ""]
-        parts += ["Returns", "-------", entry(returns), "", "Examples", "--------", textwrap.dedent(example).strip(), ""]
+        parts += ["Returns", "-------", entry(returns), "", "Examples", "--------",
+                  textwrap.dedent(example).strip(), ""]
         func.__doc__ = "\n".join(parts)
         return func
     return add

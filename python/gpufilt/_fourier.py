@@ -21,6 +21,19 @@ from ._errors import ArgumentError
 
 _REAL_OUTPUTS = (np.float32, np.float64, np.complex64, np.complex128)
 
+# The parameters every Fourier filter takes after its own.
+_COMMON_PARAMETERS = [
+    ("n : int, optional", "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 "
+     "(default): a complex transform along every axis."),
+    ("axis : int, optional", "The axis of the real transform. Default -1."),
+    ("output : array or dtype, optional", "Where the result goes: an array of the input's shape (written and "
+     'returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). '
+     'Default: '
+     "the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128)."),
+    ("stream : int, cupy.cuda.Stream or torch.cuda.Stream, optional", "For cupy data, the CUDA stream the work "
+     "is queued on; default cupy's current stream."),
+]
+
 
 def _namespace(input):
     """(array, library module) for numpy or cupy data."""
@@ -48,6 +61,14 @@ def _output(output, x, xp, complex_only):
     if output.dtype.type not in allowed or (x.dtype.kind == "c" and output.dtype.kind != "c"):
         raise ArgumentError(f"data type not supported: output {output.dtype} for input {x.dtype}")
     return output.dtype, output
+
+
+def _current(input, stream):
+    """A context in which `stream` is cupy's current stream (for cupy data):
+    where the tables are copied and the products run."""
+    if stream is None or isinstance(input, np.ndarray):
+        return _dispatch.stream_made_current(None, None)
+    return _dispatch.stream_made_current(_dispatch.Operand(input, "input"), stream)
 
 
 def _frequencies(length, axis, n, real_axis):
@@ -106,18 +127,24 @@ def _outer(tables, xp):
 @_docs.numpy_sections(
     [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
      ("sigma : float or sequence of floats", "Standard deviation of the Gaussian, per axis."),
-     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
-     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
-     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
-    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+     *_COMMON_PARAMETERS],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself "
+     "when it is an array."), """
     >>> import numpy as np
     >>> from gpufilt import ndimage
     >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
     >>> np.fft.ifft(ndimage.fourier_gaussian(x, 1.0)).real.round(4)
     array([0.2118, 0.9728, 1.5908, 0.9728, 0.2118, 0.04  ])
     """)
-def fourier_gaussian(input: Any, sigma: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+def fourier_gaussian(
+        input: Any, sigma: Any, n: int = -1, axis: int = -1, output: Any = None, *,
+        stream: Any = None) -> Any:
     """Multidimensional Gaussian Fourier filter (scipy.ndimage.fourier_gaussian)."""
+    with _current(input, stream):
+        return _gaussian(input, sigma, n, axis, output)
+
+
+def _gaussian(input, sigma, n, axis, output):
     x, xp, sigmas, real_axis, n = _check(input, sigma, "sigma", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
     tables = []
@@ -134,18 +161,24 @@ def fourier_gaussian(input: Any, sigma: Any, n: int = -1, axis: int = -1, output
 @_docs.numpy_sections(
     [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
      ("size : float or sequence of floats", "Length of the box, per axis."),
-     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
-     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
-     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
-    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+     *_COMMON_PARAMETERS],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself "
+     "when it is an array."), """
     >>> import numpy as np
     >>> from gpufilt import ndimage
     >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
     >>> np.fft.ifft(ndimage.fourier_uniform(x, 3)).real.round(4)
     array([ 0.1008,  1.2326,  1.374 ,  1.2326,  0.1008, -0.0407])
     """)
-def fourier_uniform(input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+def fourier_uniform(
+        input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None, *,
+        stream: Any = None) -> Any:
     """Multidimensional uniform Fourier filter (scipy.ndimage.fourier_uniform)."""
+    with _current(input, stream):
+        return _uniform(input, size, n, axis, output)
+
+
+def _uniform(input, size, n, axis, output):
     x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
     tables = []
@@ -175,20 +208,27 @@ def _bessel_j1(r, xp):
 
 @_docs.numpy_sections(
     [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
-     ("size : float or sequence of floats", "Length of the ellipsoid's axes, per axis (2-D data needs scipy, or cupy for cupy arrays, for the Bessel function J1)."),
-     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
-     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
-     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
-    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+     ("size : float or sequence of floats", "Length of the ellipsoid's axes, per axis (2-D data needs scipy, "
+      "or cupy for cupy arrays, for the Bessel function J1)."),
+     *_COMMON_PARAMETERS],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself "
+     "when it is an array."), """
     >>> import numpy as np
     >>> from gpufilt import ndimage
     >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
     >>> np.fft.ifft(ndimage.fourier_ellipsoid(x, 3)).real.round(4)
     array([ 0.1008,  1.2326,  1.374 ,  1.2326,  0.1008, -0.0407])
     """)
-def fourier_ellipsoid(input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+def fourier_ellipsoid(
+        input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None, *,
+        stream: Any = None) -> Any:
     """Multidimensional ellipsoid Fourier filter, for 1-, 2- and 3-D data
     (scipy.ndimage.fourier_ellipsoid)."""
+    with _current(input, stream):
+        return _ellipsoid(input, size, n, axis, output)
+
+
+def _ellipsoid(input, size, n, axis, output):
     x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
     if x.ndim > 3:
         raise NotImplementedError("Only 1d, 2d and 3d inputs are supported")
@@ -223,19 +263,25 @@ def fourier_ellipsoid(input: Any, size: Any, n: int = -1, axis: int = -1, output
 @_docs.numpy_sections(
     [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
      ("shift : float or sequence of floats", "The shift, per axis, in elements."),
-     ('n : int, optional', "The length of the real transform along `axis` (numpy.fft.rfft's n); -1 (default): a complex transform along every axis."),
-     ('axis : int, optional', 'The axis of the real transform. Default -1.'),
-     ('output : array or dtype, optional', "Where the result goes: an array of the input's shape (written and returned) or a dtype of float32, float64, complex64 or complex128 (fourier_shift: complex only). Default: the input's dtype for float32, complex64 and complex128 input, else float64 (fourier_shift: complex128).")],
-    ("result : array", "The filtered transform, of the input's library on its device; `output` itself when it is an array."), """
+     *_COMMON_PARAMETERS],
+    ("result : array", "The filtered transform, of the input's library on its device; `output` itself "
+     "when it is an array."), """
     >>> import numpy as np
     >>> from gpufilt import ndimage
     >>> x = np.fft.fft(np.array([0.0, 0.0, 4.0, 0.0, 0.0, 0.0]))
     >>> np.fft.ifft(ndimage.fourier_shift(x, 1)).real.round(4) + 0.0
     array([0., 0., 0., 4., 0., 0.])
     """)
-def fourier_shift(input: Any, shift: Any, n: int = -1, axis: int = -1, output: Any = None) -> Any:
+def fourier_shift(
+        input: Any, shift: Any, n: int = -1, axis: int = -1, output: Any = None, *,
+        stream: Any = None) -> Any:
     """Multidimensional Fourier shift filter (scipy.ndimage.fourier_shift):
     a complex result."""
+    with _current(input, stream):
+        return _shift(input, shift, n, axis, output)
+
+
+def _shift(input, shift, n, axis, output):
     x, xp, shifts, real_axis, n = _check(input, shift, "shift", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=True)
     phase = None

@@ -158,8 +158,11 @@ def _is_dtype(output):
 
 @_docs.filter_doc(
     'Calculate a greyscale erosion.',
-    "The minimum over the window of each element (flat: a minimum filter), or of the elements minus the structure's heights (scipy.ndimage.grey_erosion). On a cupy array the same call runs on its GPU and returns a cupy array.",
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'The minimum over the window of each element (flat: a minimum filter), or of the elements minus the '
+    "structure's heights (scipy.ndimage.grey_erosion). On a cupy array the same call runs on its GPU and "
+    'returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_erosion(a, size=(2, 2))
@@ -183,8 +186,11 @@ def grey_erosion(input: Any, size: Any = None, footprint: Any = None, structure:
 
 @_docs.filter_doc(
     'Calculate a greyscale dilation.',
-    "The maximum over the reflected window of each element (flat: a maximum filter), or of the elements plus the reflected structure's heights (scipy.ndimage.grey_dilation). On a cupy array the same call runs on its GPU and returns a cupy array.",
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'The maximum over the reflected window of each element (flat: a maximum filter), or of the elements plus '
+    "the reflected structure's heights (scipy.ndimage.grey_dilation). On a cupy array the same call runs on "
+    'its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_dilation(a, size=(2, 2))
@@ -224,8 +230,10 @@ def _warn_size_ignored(size, footprint):
 
 @_docs.filter_doc(
     'Multidimensional greyscale opening.',
-    'An erosion, then a dilation with the same window (scipy.ndimage.grey_opening). On a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'An erosion, then a dilation with the same window (scipy.ndimage.grey_opening). On a cupy array the same '
+    'call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_opening(a, size=(2, 2))
@@ -244,8 +252,10 @@ def grey_opening(input: Any, size: Any = None, footprint: Any = None, structure:
 
 @_docs.filter_doc(
     'Multidimensional greyscale closing.',
-    'A dilation, then an erosion with the same window (scipy.ndimage.grey_closing). On a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'A dilation, then an erosion with the same window (scipy.ndimage.grey_closing). On a cupy array the same '
+    'call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_closing(a, size=(2, 2))
@@ -283,8 +293,11 @@ def _refuse_bool(input, name):
 
 @_docs.filter_doc(
     'Multidimensional morphological gradient.',
-    "The dilation minus the erosion, integers wrapping as numpy's do (scipy.ndimage.morphological_gradient). Bool data is refused, as numpy refuses bool subtraction in scipy. On a cupy array the same call runs on its GPU and returns a cupy array.",
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    "The dilation minus the erosion, integers wrapping as numpy's do (scipy.ndimage.morphological_gradient). "
+    'Bool data is refused, as numpy refuses bool subtraction in scipy. On a cupy array the same call runs on '
+    'its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.morphological_gradient(a, size=(3, 3))
@@ -304,8 +317,10 @@ def morphological_gradient(input: Any, size: Any = None, footprint: Any = None, 
 
 @_docs.filter_doc(
     'Multidimensional morphological laplace.',
-    'The dilation plus the erosion minus twice the input (scipy.ndimage.morphological_laplace). On a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'The dilation plus the erosion minus twice the input (scipy.ndimage.morphological_laplace). On a cupy '
+    'array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.morphological_laplace(a, size=(3, 3))
@@ -328,8 +343,10 @@ def morphological_laplace(input: Any, size: Any = None, footprint: Any = None, s
 
 @_docs.filter_doc(
     'Multidimensional white tophat filter.',
-    'The input minus its opening; for bool data and a bool result, their xor (scipy.ndimage.white_tophat). On a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'The input minus its opening; for bool data and a bool result, their xor (scipy.ndimage.white_tophat). On'
+    ' a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.white_tophat(a, size=(2, 2))
@@ -349,8 +366,10 @@ def white_tophat(input: Any, size: Any = None, footprint: Any = None, structure:
 
 @_docs.filter_doc(
     'Multidimensional black tophat filter.',
-    'The closing minus the input; for bool data and a bool result, their xor (scipy.ndimage.black_tophat). On a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
+    'The closing minus the input; for bool data and a bool result, their xor (scipy.ndimage.black_tophat). On'
+    ' a cupy array the same call runs on its GPU and returns a cupy array.',
+    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
+     'stream', 'threads'],
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.black_tophat(a, size=(2, 2))
@@ -414,15 +433,16 @@ def generate_binary_structure(rank: int, connectivity: int) -> np.ndarray:
 def iterate_structure(structure: Any, iterations: int, origin: Any = None) -> Any:
     """A structuring element dilated by itself `iterations` - 1 times
     (scipy.ndimage.iterate_structure); with `origin`, also the origin scaled."""
-    structure = np.asarray(structure)
+    xp = _library_of(structure)  # the result is of the structure's library (numpy or cupy)
+    structure = np.asarray(_dispatch.on_host(structure, "structure"))
     if iterations < 2:
-        return structure.copy()
+        return xp.asarray(structure.copy())
     extra = iterations - 1
     shape = [n + extra * (n - 1) for n in structure.shape]
     start = [extra * (n // 2) for n in structure.shape]
     grown = np.zeros(shape, bool)
     grown[tuple(slice(s, s + n) for s, n in zip(start, structure.shape))] = structure != 0
-    grown = binary_dilation(grown, structure, iterations=extra)
+    grown = xp.asarray(binary_dilation(grown, structure, iterations=extra))
     if origin is None:
         return grown
     origins = _args.normalize_sequence(origin, structure.ndim, "origin")
@@ -452,7 +472,8 @@ def _iterations(iterations):
         raise TypeError("iterations parameter should be an integer") from None
 
 
-def _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation):
+def _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation, stream=None,
+            threads=None):
     """binary_erosion (dilation=False) or binary_dilation: the minimum (or
     maximum over the reflected element) of the 0/1 image, the border value
     beyond the edges, repeated `iterations` times (until nothing changes
@@ -485,16 +506,17 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     step = nd.maximum_filter if dilation else nd.minimum_filter
     cval = 1.0 if border_value else 0.0
     count = 0
-    while True:
-        result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
-                      origin=full_origins).view(bool)
-        if keep is not None:
-            result = xp.where(keep, values, result)
-        count += 1
-        changed = bool(xp.any(result != values)) if iterations < 1 else True
-        values = result
-        if (iterations >= 1 and count >= iterations) or not changed:
-            break
+    with _dispatch.stream_made_current(src, stream):
+        while True:
+            result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
+                          origin=full_origins, stream=stream, threads=threads).view(bool)
+            if keep is not None:
+                result = xp.where(keep, values, result)
+            count += 1
+            changed = bool(xp.any(result != values)) if iterations < 1 else True
+            values = result
+            if (iterations >= 1 and count >= iterations) or not changed:
+                break
     if output is None or _is_dtype(output):
         return values if output in (None, bool, np.bool_) else values.astype(output)
     output[...] = values
@@ -503,8 +525,13 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
 
 @_docs.filter_doc(
     'Multidimensional binary erosion.',
-    "An element stays true where every element of the structuring element over it is true (the border value beyond the edges) (scipy.ndimage.binary_erosion). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
-    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force', 'axes'],
+    'An element stays true where every element of the structuring element over it is true (the border value '
+    'beyond the edges) (scipy.ndimage.binary_erosion). On a cupy array the same call runs on its GPU and '
+    'returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 '
+    "image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a "
+    'device-to-host read on the GPU).',
+    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force',
+     'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5), dtype=bool)
     >>> a[1:4, 1:4] = True
@@ -517,14 +544,19 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     """)
 def binary_erosion(input: Any, structure: Any = None, iterations: int = 1, mask: Any = None, output: Any = None,
                    border_value: int = 0, origin: Any = 0, brute_force: bool = False, *,
-                   axes: Any = None) -> Any:
-    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation=False)
+                   axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
+    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, False, stream, threads)
 
 
 @_docs.filter_doc(
     'Multidimensional binary dilation.',
-    "An element becomes true where any element of the reflected structuring element over it is true (scipy.ndimage.binary_dilation). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
-    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force', 'axes'],
+    'An element becomes true where any element of the reflected structuring element over it is true '
+    '(scipy.ndimage.binary_dilation). On a cupy array the same call runs on its GPU and returns a cupy array.'
+    " Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's "
+    'kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on '
+    'the GPU).',
+    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force',
+     'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5), dtype=bool)
     >>> a[2, 2] = True
@@ -537,14 +569,18 @@ def binary_erosion(input: Any, structure: Any = None, iterations: int = 1, mask:
     """)
 def binary_dilation(input: Any, structure: Any = None, iterations: int = 1, mask: Any = None, output: Any = None,
                     border_value: int = 0, origin: Any = 0, brute_force: bool = False, *,
-                    axes: Any = None) -> Any:
-    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation=True)
+                    axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
+    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, True, stream, threads)
 
 
 @_docs.filter_doc(
     'Multidimensional binary opening.',
-    "`iterations` erosions, then as many dilations (scipy.ndimage.binary_opening). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
-    ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force', 'axes'],
+    '`iterations` erosions, then as many dilations (scipy.ndimage.binary_opening). On a cupy array the same '
+    'call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or '
+    "maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether "
+    'anything changed (a device-to-host read on the GPU).',
+    ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force',
+     'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5), dtype=bool)
     >>> a[1:4, 1:4] = True
@@ -558,18 +594,23 @@ def binary_dilation(input: Any, structure: Any = None, iterations: int = 1, mask
     """)
 def binary_opening(input: Any, structure: Any = None, iterations: int = 1, output: Any = None, origin: Any = 0,
                    mask: Any = None, border_value: int = 0, brute_force: bool = False, *,
-                   axes: Any = None) -> Any:
+                   axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
     ndim = _ndimage()._filter_input(input).ndim
     if structure is None:
         structure = generate_binary_structure(len(_args.check_axes(axes, ndim)), 1)
-    eroded = binary_erosion(input, structure, iterations, mask, None, border_value, origin, brute_force, axes=axes)
-    return binary_dilation(eroded, structure, iterations, mask, output, border_value, origin, brute_force, axes=axes)
+    kw = dict(axes=axes, stream=stream, threads=threads)
+    eroded = binary_erosion(input, structure, iterations, mask, None, border_value, origin, brute_force, **kw)
+    return binary_dilation(eroded, structure, iterations, mask, output, border_value, origin, brute_force, **kw)
 
 
 @_docs.filter_doc(
     'Multidimensional binary closing.',
-    "`iterations` dilations, then as many erosions (scipy.ndimage.binary_closing). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
-    ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force', 'axes'],
+    '`iterations` dilations, then as many erosions (scipy.ndimage.binary_closing). On a cupy array the same '
+    'call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or '
+    "maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether "
+    'anything changed (a device-to-host read on the GPU).',
+    ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force',
+     'axes', 'stream', 'threads'],
     """
     >>> a = np.ones((5, 5), dtype=bool)
     >>> a[2, 2] = False
@@ -582,18 +623,22 @@ def binary_opening(input: Any, structure: Any = None, iterations: int = 1, outpu
     """)
 def binary_closing(input: Any, structure: Any = None, iterations: int = 1, output: Any = None, origin: Any = 0,
                    mask: Any = None, border_value: int = 0, brute_force: bool = False, *,
-                   axes: Any = None) -> Any:
+                   axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
     ndim = _ndimage()._filter_input(input).ndim
     if structure is None:
         structure = generate_binary_structure(len(_args.check_axes(axes, ndim)), 1)
-    dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin, brute_force, axes=axes)
-    return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin, brute_force, axes=axes)
+    kw = dict(axes=axes, stream=stream, threads=threads)
+    dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin, brute_force, **kw)
+    return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin, brute_force, **kw)
 
 
 @_docs.filter_doc(
     'Multidimensional binary propagation.',
-    "Dilations of the input within `mask`, repeated until nothing changes (scipy.ndimage.binary_propagation). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
-    ['input', 'structure', 'mask', 'output_binary', 'border_value', 'origins', 'axes'],
+    'Dilations of the input within `mask`, repeated until nothing changes (scipy.ndimage.binary_propagation).'
+    ' On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. '
+    "Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read,"
+    ' after each step, whether anything changed (a device-to-host read on the GPU).',
+    ['input', 'structure', 'mask', 'output_binary', 'border_value', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> marker = np.zeros((4, 5), dtype=bool)
     >>> marker[0, 0] = True
@@ -605,14 +650,20 @@ def binary_closing(input: Any, structure: Any = None, iterations: int = 1, outpu
            [0, 0, 0, 0, 0]])
     """)
 def binary_propagation(input: Any, structure: Any = None, mask: Any = None, output: Any = None,
-                       border_value: int = 0, origin: Any = 0, *, axes: Any = None) -> Any:
-    return binary_dilation(input, structure, -1, mask, output, border_value, origin, axes=axes)
+                       border_value: int = 0, origin: Any = 0, *, axes: Any = None, stream: Any = None,
+                       threads: int | None = None) -> Any:
+    return binary_dilation(input, structure, -1, mask, output, border_value, origin, axes=axes, stream=stream,
+                           threads=threads)
 
 
 @_docs.filter_doc(
     'Fill the holes in binary objects.',
-    "Every background element that the background connected to the border cannot reach becomes true (scipy.ndimage.binary_fill_holes). On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on the GPU).",
-    ['input', 'structure', 'output_binary', 'origins', 'axes'],
+    'Every background element that the background connected to the border cannot reach becomes true '
+    '(scipy.ndimage.binary_fill_holes). On a cupy array the same call runs on its GPU and returns a cupy '
+    'array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on '
+    "gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host "
+    'read on the GPU).',
+    ['input', 'structure', 'output_binary', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5), dtype=bool)
     >>> a[1:4, 1:4] = True
@@ -625,13 +676,15 @@ def binary_propagation(input: Any, structure: Any = None, mask: Any = None, outp
            [0, 0, 0, 0, 0]])
     """)
 def binary_fill_holes(input: Any, structure: Any = None, output: Any = None, origin: Any = 0, *,
-                      axes: Any = None) -> Any:
+                      axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
     src = _ndimage()._filter_input(input)
     xp = _library_of(src.obj)
-    background = xp.logical_not(xp.asarray(src.obj))
-    seed = xp.zeros(src.shape, bool)
-    outside = binary_dilation(seed, structure, -1, background, None, 1, origin, axes=axes)
-    filled = xp.logical_not(outside)
+    with _dispatch.stream_made_current(src, stream):
+        background = xp.logical_not(xp.asarray(src.obj))
+        seed = xp.zeros(src.shape, bool)
+        outside = binary_dilation(seed, structure, -1, background, None, 1, origin, axes=axes, stream=stream,
+                                  threads=threads)
+        filled = xp.logical_not(outside)
     if output is None or _is_dtype(output):
         return filled if output in (None, bool, np.bool_) else filled.astype(output)
     output[...] = filled
