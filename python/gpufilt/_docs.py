@@ -138,11 +138,16 @@ result : array
     array."""
 
 
+# What every filter's description ends with.
+ON_GPU = "On a cupy array the same call runs on its GPU and returns a cupy array."
+
+
 def filter_doc(summary, description, parameters, example):
-    """Sets a filter's docstring: `summary` line, `description`, the
-    `parameters` (keys of PARAMETERS), the result, and a CPU `example`
-    (a doctest)."""
-    parts = [summary, "", textwrap.fill(" ".join(description.split()), 76), "", "Parameters", "----------"]
+    """Sets a filter's docstring: `summary` line, `description` (and
+    ON_GPU), the `parameters` (keys of PARAMETERS), the result, and a CPU
+    `example` (a doctest)."""
+    description = " ".join(f"{description} {ON_GPU}".split())
+    parts = [summary, "", textwrap.fill(description, 76), "", "Parameters", "----------"]
     parts += [PARAMETERS[name] for name in parameters]
     parts += ["", RETURNS, "", "Examples", "--------", ">>> import numpy as np", ">>> from gpufilt import ndimage",
               textwrap.dedent(example).strip(), ""]

@@ -59,6 +59,18 @@ def _dilation_origins(ndim, axes, origin, shape_of):
     return result
 
 
+# The parameters of the grey operations, and of binary erosion and dilation (_docs.PARAMETERS).
+_GREY_PARAMETERS = ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins',
+                    'axes', 'stream', 'threads']
+_BINARY_PARAMETERS = ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins',
+                      'brute_force', 'axes', 'stream', 'threads']
+
+# What every binary operation's description ends with.
+_BINARY_NOTE = (" Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on "
+                "gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a "
+                "device-to-host read on the GPU).")
+
+
 # ------------------------------------------------------------ grey morphology
 
 def _check_window(size, footprint, structure):
@@ -159,10 +171,8 @@ def _is_dtype(output):
 @_docs.filter_doc(
     'Calculate a greyscale erosion.',
     'The minimum over the window of each element (flat: a minimum filter), or of the elements minus the '
-    "structure's heights (scipy.ndimage.grey_erosion). On a cupy array the same call runs on its GPU and "
-    'returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    "structure's heights (scipy.ndimage.grey_erosion).",
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_erosion(a, size=(2, 2))
@@ -186,11 +196,9 @@ def grey_erosion(input: Any, size: Any = None, footprint: Any = None, structure:
 
 @_docs.filter_doc(
     'Calculate a greyscale dilation.',
-    'The maximum over the reflected window of each element (flat: a maximum filter), or of the elements plus '
-    "the reflected structure's heights (scipy.ndimage.grey_dilation). On a cupy array the same call runs on "
-    'its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    'The maximum over the reflected window of each element (flat: a maximum filter), or of the elements '
+    "plus the reflected structure's heights (scipy.ndimage.grey_dilation).",
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_dilation(a, size=(2, 2))
@@ -230,10 +238,8 @@ def _warn_size_ignored(size, footprint):
 
 @_docs.filter_doc(
     'Multidimensional greyscale opening.',
-    'An erosion, then a dilation with the same window (scipy.ndimage.grey_opening). On a cupy array the same '
-    'call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    'An erosion, then a dilation with the same window (scipy.ndimage.grey_opening).',
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_opening(a, size=(2, 2))
@@ -252,10 +258,8 @@ def grey_opening(input: Any, size: Any = None, footprint: Any = None, structure:
 
 @_docs.filter_doc(
     'Multidimensional greyscale closing.',
-    'A dilation, then an erosion with the same window (scipy.ndimage.grey_closing). On a cupy array the same '
-    'call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    'A dilation, then an erosion with the same window (scipy.ndimage.grey_closing).',
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.grey_closing(a, size=(2, 2))
@@ -293,11 +297,10 @@ def _refuse_bool(input, name):
 
 @_docs.filter_doc(
     'Multidimensional morphological gradient.',
-    "The dilation minus the erosion, integers wrapping as numpy's do (scipy.ndimage.morphological_gradient). "
-    'Bool data is refused, as numpy refuses bool subtraction in scipy. On a cupy array the same call runs on '
-    'its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    "The dilation minus the erosion, integers wrapping as numpy's do "
+    '(scipy.ndimage.morphological_gradient). Bool data is refused, as numpy refuses bool subtraction in '
+    'scipy.',
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.morphological_gradient(a, size=(3, 3))
@@ -317,10 +320,8 @@ def morphological_gradient(input: Any, size: Any = None, footprint: Any = None, 
 
 @_docs.filter_doc(
     'Multidimensional morphological laplace.',
-    'The dilation plus the erosion minus twice the input (scipy.ndimage.morphological_laplace). On a cupy '
-    'array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    'The dilation plus the erosion minus twice the input (scipy.ndimage.morphological_laplace).',
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.morphological_laplace(a, size=(3, 3))
@@ -343,10 +344,9 @@ def morphological_laplace(input: Any, size: Any = None, footprint: Any = None, s
 
 @_docs.filter_doc(
     'Multidimensional white tophat filter.',
-    'The input minus its opening; for bool data and a bool result, their xor (scipy.ndimage.white_tophat). On'
-    ' a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    'The input minus its opening; for bool data and a bool result, their xor '
+    '(scipy.ndimage.white_tophat).',
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.white_tophat(a, size=(2, 2))
@@ -366,10 +366,9 @@ def white_tophat(input: Any, size: Any = None, footprint: Any = None, structure:
 
 @_docs.filter_doc(
     'Multidimensional black tophat filter.',
-    'The closing minus the input; for bool data and a bool result, their xor (scipy.ndimage.black_tophat). On'
-    ' a cupy array the same call runs on its GPU and returns a cupy array.',
-    ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'output', 'mode', 'cval', 'origins', 'axes',
-     'stream', 'threads'],
+    'The closing minus the input; for bool data and a bool result, their xor '
+    '(scipy.ndimage.black_tophat).',
+    _GREY_PARAMETERS,
     """
     >>> a = np.array([[2, 1, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]])
     >>> ndimage.black_tophat(a, size=(2, 2))
@@ -525,13 +524,9 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
 
 @_docs.filter_doc(
     'Multidimensional binary erosion.',
-    'An element stays true where every element of the structuring element over it is true (the border value '
-    'beyond the edges) (scipy.ndimage.binary_erosion). On a cupy array the same call runs on its GPU and '
-    'returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 '
-    "image on gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a "
-    'device-to-host read on the GPU).',
-    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force',
-     'axes', 'stream', 'threads'],
+    'An element stays true where every element of the structuring element over it is true (the border '
+    'value beyond the edges) (scipy.ndimage.binary_erosion).' + _BINARY_NOTE,
+    _BINARY_PARAMETERS,
     """
     >>> a = np.zeros((5, 5), dtype=bool)
     >>> a[1:4, 1:4] = True
@@ -551,12 +546,8 @@ def binary_erosion(input: Any, structure: Any = None, iterations: int = 1, mask:
 @_docs.filter_doc(
     'Multidimensional binary dilation.',
     'An element becomes true where any element of the reflected structuring element over it is true '
-    '(scipy.ndimage.binary_dilation). On a cupy array the same call runs on its GPU and returns a cupy array.'
-    " Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on gpufilt's "
-    'kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host read on '
-    'the GPU).',
-    ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins', 'brute_force',
-     'axes', 'stream', 'threads'],
+    '(scipy.ndimage.binary_dilation).' + _BINARY_NOTE,
+    _BINARY_PARAMETERS,
     """
     >>> a = np.zeros((5, 5), dtype=bool)
     >>> a[2, 2] = True
@@ -575,10 +566,7 @@ def binary_dilation(input: Any, structure: Any = None, iterations: int = 1, mask
 
 @_docs.filter_doc(
     'Multidimensional binary opening.',
-    '`iterations` erosions, then as many dilations (scipy.ndimage.binary_opening). On a cupy array the same '
-    'call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or '
-    "maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether "
-    'anything changed (a device-to-host read on the GPU).',
+    '`iterations` erosions, then as many dilations (scipy.ndimage.binary_opening).' + _BINARY_NOTE,
     ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force',
      'axes', 'stream', 'threads'],
     """
@@ -605,10 +593,7 @@ def binary_opening(input: Any, structure: Any = None, iterations: int = 1, outpu
 
 @_docs.filter_doc(
     'Multidimensional binary closing.',
-    '`iterations` dilations, then as many erosions (scipy.ndimage.binary_closing). On a cupy array the same '
-    'call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. Each step is a minimum or '
-    "maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read, after each step, whether "
-    'anything changed (a device-to-host read on the GPU).',
+    '`iterations` dilations, then as many erosions (scipy.ndimage.binary_closing).' + _BINARY_NOTE,
     ['input', 'structure', 'iterations', 'output_binary', 'origins', 'mask', 'border_value', 'brute_force',
      'axes', 'stream', 'threads'],
     """
@@ -634,10 +619,8 @@ def binary_closing(input: Any, structure: Any = None, iterations: int = 1, outpu
 
 @_docs.filter_doc(
     'Multidimensional binary propagation.',
-    'Dilations of the input within `mask`, repeated until nothing changes (scipy.ndimage.binary_propagation).'
-    ' On a cupy array the same call runs on its GPU and returns a cupy array. Takes numpy and cupy arrays. '
-    "Each step is a minimum or maximum filter of the 0/1 image on gpufilt's kernels; iterations below 1 read,"
-    ' after each step, whether anything changed (a device-to-host read on the GPU).',
+    'Dilations of the input within `mask`, repeated until nothing changes '
+    '(scipy.ndimage.binary_propagation).' + _BINARY_NOTE,
     ['input', 'structure', 'mask', 'output_binary', 'border_value', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> marker = np.zeros((4, 5), dtype=bool)
@@ -659,10 +642,7 @@ def binary_propagation(input: Any, structure: Any = None, mask: Any = None, outp
 @_docs.filter_doc(
     'Fill the holes in binary objects.',
     'Every background element that the background connected to the border cannot reach becomes true '
-    '(scipy.ndimage.binary_fill_holes). On a cupy array the same call runs on its GPU and returns a cupy '
-    'array. Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on '
-    "gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a device-to-host "
-    'read on the GPU).',
+    '(scipy.ndimage.binary_fill_holes).' + _BINARY_NOTE,
     ['input', 'structure', 'output_binary', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5), dtype=bool)

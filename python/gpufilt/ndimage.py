@@ -329,9 +329,9 @@ def _gaussian_pass(axis, sigma, order, mode, truncate, radius):
 
 @_docs.filter_doc(
     'Calculate a 1-D correlation along the given axis.',
-    'Each output element is the sum of the weights times the input elements under them, the window centred on'
-    ' the element (scipy.ndimage.correlate1d). Complex weights or data are filtered as scipy does, component '
-    'by component. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    'Each output element is the sum of the weights times the input elements under them, the window '
+    'centred on the element (scipy.ndimage.correlate1d). Complex weights or data are filtered as scipy '
+    'does, component by component.',
     ['input', 'weights1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
     """
     >>> ndimage.correlate1d([2, 8, 0, 4, 1, 9, 9, 0], weights=[1, 3])
@@ -356,8 +356,7 @@ def correlate1d(input: ArrayLike, weights: ArrayLike, axis: int = -1, output: Ou
 
 @_docs.filter_doc(
     'Calculate a 1-D convolution along the given axis.',
-    'A correlation with the weights reversed (scipy.ndimage.convolve1d). On a cupy array the same call runs '
-    'on its GPU and returns a cupy array.',
+    'A correlation with the weights reversed (scipy.ndimage.convolve1d).',
     ['input', 'weights1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
     """
     >>> ndimage.convolve1d([2, 8, 0, 4, 1, 9, 9, 0], weights=[1, 3])
@@ -378,8 +377,7 @@ def convolve1d(input: ArrayLike, weights: ArrayLike, axis: int = -1, output: Out
 @_docs.filter_doc(
     '1-D Gaussian filter.',
     'Correlates the input with a sampled Gaussian (or its derivative) along one axis '
-    '(scipy.ndimage.gaussian_filter1d). On a cupy array the same call runs on its GPU and returns a cupy '
-    'array.',
+    '(scipy.ndimage.gaussian_filter1d).',
     ['input', 'sigma1d', 'axis', 'order1d', 'output', 'mode', 'cval', 'truncate', 'radius', 'stream', 'threads'],
     """
     >>> ndimage.gaussian_filter1d([1.0, 2.0, 3.0, 4.0, 5.0], 1)
@@ -405,10 +403,9 @@ def gaussian_filter1d(input: ArrayLike, sigma: float, axis: int = -1, order: int
 
 @_docs.filter_doc(
     'Multidimensional Gaussian filter.',
-    'A sequence of 1-D Gaussian filters, one per axis (scipy.ndimage.gaussian_filter). Intermediate results '
-    "are stored in the output's dtype, as scipy stores them. On the GPU the passes of up to three axes run "
-    'fused in one kernel where their lengths allow. On a cupy array the same call runs on its GPU and returns'
-    ' a cupy array.',
+    'A sequence of 1-D Gaussian filters, one per axis (scipy.ndimage.gaussian_filter). Intermediate '
+    "results are stored in the output's dtype, as scipy stores them. On the GPU the passes of up to three"
+    ' axes run fused in one kernel where their lengths allow.',
     ['input', 'sigma', 'order', 'output', 'modes', 'cval', 'truncate', 'radius', 'axes', 'stream', 'threads'],
     """
     >>> a = np.arange(25.0).reshape(5, 5)
@@ -457,8 +454,7 @@ def _uniform_pass(axis, size, origin, mode):
 
 @_docs.filter_doc(
     '1-D uniform (box) filter.',
-    'The mean of the `size` elements of each window along one axis (scipy.ndimage.uniform_filter1d). On a '
-    'cupy array the same call runs on its GPU and returns a cupy array.',
+    'The mean of the `size` elements of each window along one axis (scipy.ndimage.uniform_filter1d).',
     ['input', 'size1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
     """
     >>> ndimage.uniform_filter1d([2, 8, 0, 4, 1, 9, 9, 0], size=3)
@@ -481,8 +477,7 @@ def uniform_filter1d(input: ArrayLike, size: int, axis: int = -1, output: Output
 
 @_docs.filter_doc(
     'Multidimensional uniform (box) filter.',
-    'A sequence of 1-D uniform filters, one per axis (scipy.ndimage.uniform_filter). On a cupy array the same'
-    ' call runs on its GPU and returns a cupy array.',
+    'A sequence of 1-D uniform filters, one per axis (scipy.ndimage.uniform_filter).',
     ['input', 'size_box', 'output', 'modes', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.arange(16.0).reshape(4, 4)
@@ -599,7 +594,7 @@ def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution,
     'Multidimensional correlation.',
     'Each output element is the sum of the weights times the input elements under them '
     "(scipy.ndimage.correlate). Weights near zero (within float64's epsilon) are skipped, as scipy skips "
-    'them. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    'them.',
     ['input', 'weights', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.arange(12.0).reshape(3, 4)
@@ -619,8 +614,7 @@ def correlate(input: ArrayLike, weights: ArrayLike, output: Output = None, mode:
 
 @_docs.filter_doc(
     'Multidimensional convolution.',
-    'A correlation with the weights reversed along every axis (scipy.ndimage.convolve). On a cupy array the '
-    'same call runs on its GPU and returns a cupy array.',
+    'A correlation with the weights reversed along every axis (scipy.ndimage.convolve).',
     ['input', 'weights', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.array([[1, 2, 0, 0], [5, 3, 0, 4], [0, 0, 0, 7], [9, 3, 0, 0]])
@@ -665,8 +659,7 @@ def _min_max_pass(ndim, size, axis, origin, mode, kind):
 
 @_docs.filter_doc(
     '1-D minimum filter.',
-    'The smallest of the `size` elements of each window along one axis (scipy.ndimage.minimum_filter1d). On a'
-    ' cupy array the same call runs on its GPU and returns a cupy array.',
+    'The smallest of the `size` elements of each window along one axis (scipy.ndimage.minimum_filter1d).',
     ['input', 'size1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
     """
     >>> ndimage.minimum_filter1d([2, 8, 0, 4, 1, 9, 9, 0], size=3)
@@ -683,8 +676,7 @@ def minimum_filter1d(input: ArrayLike, size: int, axis: int = -1, output: Output
 
 @_docs.filter_doc(
     '1-D maximum filter.',
-    'The largest of the `size` elements of each window along one axis (scipy.ndimage.maximum_filter1d). On a '
-    'cupy array the same call runs on its GPU and returns a cupy array.',
+    'The largest of the `size` elements of each window along one axis (scipy.ndimage.maximum_filter1d).',
     ['input', 'size1d', 'axis', 'output', 'mode', 'cval', 'origin', 'stream', 'threads'],
     """
     >>> ndimage.maximum_filter1d([2, 8, 0, 4, 1, 9, 9, 0], size=3)
@@ -752,9 +744,8 @@ _min_or_max_plan_of_size = _args.memoize_plain(_min_or_max_plan)
 
 @_docs.filter_doc(
     'Multidimensional minimum filter.',
-    'The smallest element of each window (scipy.ndimage.minimum_filter). A box window runs as 1-D passes, one'
-    ' per axis, and takes a sequence of modes; other footprints take one mode. On a cupy array the same call '
-    'runs on its GPU and returns a cupy array.',
+    'The smallest element of each window (scipy.ndimage.minimum_filter). A box window runs as 1-D passes,'
+    ' one per axis, and takes a sequence of modes; other footprints take one mode.',
     ['input', 'size', 'footprint', 'output', 'modes', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
@@ -780,9 +771,8 @@ def minimum_filter(input: ArrayLike, size: int | Sequence[int] | None = None,
 
 @_docs.filter_doc(
     'Multidimensional maximum filter.',
-    'The largest element of each window (scipy.ndimage.maximum_filter). A box window runs as 1-D passes, one '
-    'per axis, and takes a sequence of modes; other footprints take one mode. On a cupy array the same call '
-    'runs on its GPU and returns a cupy array.',
+    'The largest element of each window (scipy.ndimage.maximum_filter). A box window runs as 1-D passes, '
+    'one per axis, and takes a sequence of modes; other footprints take one mode.',
     ['input', 'size', 'footprint', 'output', 'modes', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
@@ -897,8 +887,7 @@ _rank_plan_of_size = _args.memoize_plain(_rank_plan)
 
 @_docs.filter_doc(
     'Multidimensional rank filter.',
-    'The element of the given rank within each window (scipy.ndimage.rank_filter). On a cupy array the same '
-    'call runs on its GPU and returns a cupy array.',
+    'The element of the given rank within each window (scipy.ndimage.rank_filter).',
     ['input', 'rank', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
@@ -921,8 +910,8 @@ def rank_filter(input: ArrayLike, rank: int, size: int | Sequence[int] | None = 
 
 @_docs.filter_doc(
     'Multidimensional median filter.',
-    'The median of each window (scipy.ndimage.median_filter); for an even count, the upper of the two middle '
-    'elements, as scipy. On a cupy array the same call runs on its GPU and returns a cupy array.',
+    'The median of each window (scipy.ndimage.median_filter); for an even count, the upper of the two '
+    'middle elements, as scipy.',
     ['input', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
@@ -945,8 +934,7 @@ def median_filter(input: ArrayLike, size: int | Sequence[int] | None = None,
 
 @_docs.filter_doc(
     'Multidimensional percentile filter.',
-    'The element at the given percentile within each window (scipy.ndimage.percentile_filter). On a cupy '
-    'array the same call runs on its GPU and returns a cupy array.',
+    'The element at the given percentile within each window (scipy.ndimage.percentile_filter).',
     ['input', 'percentile', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.array([[3, 2, 5, 1], [7, 6, 9, 3], [5, 8, 3, 7]])
@@ -994,7 +982,7 @@ def _edge_passes(ndim, axis, mode, operator):
 @_docs.filter_doc(
     'Sobel filter.',
     'The central difference [-1, 0, 1] along `axis`, smoothed with [1, 2, 1] along every other axis '
-    '(scipy.ndimage.sobel). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    '(scipy.ndimage.sobel).',
     ['input', 'axis_edge', 'output', 'modes', 'cval', 'stream', 'threads'],
     """
     >>> a = np.array([[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]], dtype=float)
@@ -1013,7 +1001,7 @@ def sobel(input: ArrayLike, axis: int = -1, output: Output = None, mode: str | S
 @_docs.filter_doc(
     'Prewitt filter.',
     'The central difference [-1, 0, 1] along `axis`, smoothed with [1, 1, 1] along every other axis '
-    '(scipy.ndimage.prewitt). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    '(scipy.ndimage.prewitt).',
     ['input', 'axis_edge', 'output', 'modes', 'cval', 'stream', 'threads'],
     """
     >>> a = np.array([[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]], dtype=float)
@@ -1085,8 +1073,7 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream):
     'N-D Laplace filter using a provided second derivative function.',
     "Sums `derivative2` along each axis, in the output's dtype (scipy.ndimage.generic_laplace). With "
     "`stream=`, `derivative2` runs with that stream current in the input's library (cupy, torch), so "
-    "gpufilt's and cupy's work inside it is queued there. On a cupy array the same call runs on its GPU and "
-    'returns a cupy array.',
+    "gpufilt's and cupy's work inside it is queued there.",
     ['input', 'derivative2', 'output', 'modes', 'cval', 'extra', 'axes', 'stream', 'threads'],
     """
     >>> def second(x, axis, output, mode, cval):
@@ -1117,9 +1104,8 @@ def generic_laplace(input: ArrayLike, derivative2: Callable[..., Any], output: O
 @_docs.filter_doc(
     'Gradient magnitude using a provided gradient function.',
     'The square root of the sum over the axes of `derivative` squared '
-    '(scipy.ndimage.generic_gradient_magnitude). With `stream=`, `derivative` runs with that stream current '
-    "in the input's library (cupy, torch). On a cupy array the same call runs on its GPU and returns a cupy "
-    'array.',
+    '(scipy.ndimage.generic_gradient_magnitude). With `stream=`, `derivative` runs with that stream '
+    "current in the input's library (cupy, torch).",
     ['input', 'derivative', 'output', 'modes', 'cval', 'extra', 'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((3, 5))
@@ -1146,8 +1132,7 @@ def generic_gradient_magnitude(input: ArrayLike, derivative: Callable[..., Any],
 
 @_docs.filter_doc(
     'N-D Laplace filter based on approximate second derivatives.',
-    'The sum over the axes of the second difference [1, -2, 1] (scipy.ndimage.laplace). On a cupy array the '
-    'same call runs on its GPU and returns a cupy array.',
+    'The sum over the axes of the second difference [1, -2, 1] (scipy.ndimage.laplace).',
     ['input', 'output', 'modes', 'cval', 'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5))
@@ -1205,8 +1190,8 @@ def _sigma_per_axis(ndim, axes, sigma):
 
 @_docs.filter_doc(
     'Multidimensional Laplace filter using Gaussian second derivatives.',
-    "The sum over the axes of the Gaussian's second derivative along each (scipy.ndimage.gaussian_laplace). "
-    'On a cupy array the same call runs on its GPU and returns a cupy array.',
+    "The sum over the axes of the Gaussian's second derivative along each "
+    '(scipy.ndimage.gaussian_laplace).',
     ['input', 'sigma', 'output', 'modes', 'cval', 'axes', 'stream', 'threads', 'kwargs'],
     """
     >>> a = np.zeros((5, 5))
@@ -1239,7 +1224,7 @@ def gaussian_laplace(input: ArrayLike, sigma: float | Sequence[float], output: O
     'Multidimensional gradient magnitude using Gaussian derivatives.',
     'The square root of the sum over the axes of the squared Gaussian first derivatives '
     '(scipy.ndimage.gaussian_gradient_magnitude); complex data as scipy computes it (complex squares and '
-    'root). On a cupy array the same call runs on its GPU and returns a cupy array.',
+    'root).',
     ['input', 'sigma', 'output', 'modes', 'cval', 'axes', 'stream', 'threads', 'kwargs'],
     """
     >>> a = np.zeros((5, 5))
