@@ -102,7 +102,7 @@ def _apply(x, xp, factor, output, out_dtype, caller_output):
     element; in float64, complex128 for complex data), into the output."""
     wide = np.complex128 if x.dtype.kind == "c" else np.float64
     values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(wide)
-    product = xp.asarray(factor) * values
+    product = factor * values
     result = product.astype(out_dtype)
     if caller_output is None:
         return result
@@ -112,16 +112,17 @@ def _apply(x, xp, factor, output, out_dtype, caller_output):
 
 def _outer(tables, xp):
     """The product of per-axis tables over the whole grid, multiplied in
-    axis order (as scipy's loop multiplies them)."""
+    axis order (as scipy's loop multiplies them), by the input's library:
+    only the tables travel to the GPU, never a grid."""
     factor = None
     for ax, table in enumerate(tables):
         if table is None:
             continue
         shape = [1] * len(tables)
         shape[ax] = table.size
-        t = table.reshape(shape)
+        t = xp.asarray(table.reshape(shape))
         factor = t if factor is None else factor * t
-    return np.ones(()) if factor is None else factor
+    return xp.ones(()) if factor is None else factor
 
 
 @_docs.numpy_sections(
@@ -234,7 +235,7 @@ def _ellipsoid(input, size, n, axis, output):
         raise NotImplementedError("Only 1d, 2d and 3d inputs are supported")
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
     if x.size == 0:
-        return _apply(x, xp, np.ones(()), output, out_dtype, caller_output)
+        return _apply(x, xp, xp.ones(()), output, out_dtype, caller_output)
     tables = []
     for ax, (length, s) in enumerate(zip(x.shape, sizes)):
         step = math.pi * s / _period(length, ax, n, real_axis)
@@ -242,8 +243,8 @@ def _ellipsoid(input, size, n, axis, output):
     if x.ndim == 1:
         t = tables[0]
         with np.errstate(invalid="ignore", divide="ignore"):
-            factor = np.where(t != 0, np.sin(t) / np.where(t != 0, t, 1.0), 1.0)
-        return _apply(x, xp, factor, output, out_dtype, caller_output)
+            factor = np.where(t != 0, np.sin(t) / np.where(t != 0, t, 1.0), 1.0)  # one axis: a table
+        return _apply(x, xp, xp.asarray(factor), output, out_dtype, caller_output)
     squares = [xp.asarray(t * t) for t in tables]
     total = None
     for ax, sq in enumerate(squares):
