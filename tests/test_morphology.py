@@ -190,3 +190,11 @@ def test_morphology_runs_on_the_given_stream(name, rng):
     ours = getattr(gnd, name)(data, stream=stream, **kwargs)
     stream.synchronize()
     same(ours.get(), getattr(snd, name)(image, **kwargs))
+
+
+def test_morphology_takes_lists_as_scipy_does():
+    image, structure = [[1, 2, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]], [[0, 1, 0], [1, 1, 1], [0, 1, 0]]
+    for name, kwargs in (("grey_erosion", {"structure": [[0, 1]]}), ("white_tophat", {"size": 2}),
+                         ("binary_erosion", {"structure": structure}), ("binary_fill_holes", {})):
+        same(getattr(gnd, name)(image, **kwargs), getattr(snd, name)(image, **kwargs))
+    same(gnd.iterate_structure(structure, 2), snd.iterate_structure(structure, 2))

@@ -38,6 +38,8 @@ def _reversed(array):
 def _library_of(array):
     """numpy or cupy: the namespace whose operations the non-flat and
     combining steps use for `array`."""
+    if isinstance(array, np.ndarray) or not _dispatch.importable(array):  # lists and scalars, as numpy takes them
+        return np
     src = _dispatch.Operand(array, "input")
     if src.library in ("numpy", "buffer"):
         return np
@@ -46,7 +48,7 @@ def _library_of(array):
     raise TypeError(f"this morphology needs numpy or cupy arrays, not {src.library} ones")
 
 
-def _dilation_origins(ndim, axes, origin, shape_of):
+def _dilation_origins(axes, origin, shape_of):
     """grey_dilation's and binary_dilation's origins: the window reflected,
     so each origin negated, one less along axes of even length."""
     origins = _args.normalize_sequence(origin, len(axes), "origin")
@@ -224,7 +226,7 @@ def grey_dilation(input: Any, size: Any = None, footprint: Any = None, structure
 
     def length(i):
         return window.shape[i] if window is not None else int(_args._scalar(sizes[i]))
-    origins = _dilation_origins(ndim, axes, origin, length)
+    origins = _dilation_origins(axes, origin, length)
     if structure is not None:
         return _nonflat(input, footprint, structure, output, mode, cval, origins, axes, erosion=False)
     return _ndimage().maximum_filter(input, size, footprint, output, mode, cval, origins, axes=axes, stream=stream,
