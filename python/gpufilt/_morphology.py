@@ -495,15 +495,15 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
         full_origins = [-o - (0 if n & 1 else 1) for o, n in zip(full_origins, element.shape)]
     for o, n in zip(full_origins, element.shape):
         _args.check_origin(o, n)
-    if mask is not None:
-        mask_src = nd._filter_input(mask)
+    mask_src = None if mask is None else nd._filter_input(mask)
+    if mask_src is not None:
         if tuple(mask_src.shape) != tuple(src.shape):
             raise ArgumentError("mask and input must have equal sizes")
     if output is not None and not _is_dtype(output) and _dispatch.dtype_kind(nd.output_dtype_of(output)) == "c":
         raise TypeError("Complex output type not supported")
     xp = _library_of(src.obj)
     values = xp.asarray(src.obj) != 0
-    keep = None if mask is None else xp.asarray(nd._filter_input(mask).obj) == 0
+    keep = None if mask_src is None else xp.asarray(mask_src.obj) == 0
     step = nd.maximum_filter if dilation else nd.minimum_filter
     cval = 1.0 if border_value else 0.0
     count = 0

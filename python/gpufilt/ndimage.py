@@ -116,29 +116,29 @@ def output_dtype_of(output):
     return dtype
 
 
-def _check_complex_output(output, complex_output):
-    """scipy's RuntimeError for an output array of a real dtype where the
-    result is complex (a dtype request is promoted instead, with a warning)."""
+def _check_complex_output(output, out_dtype, complex_output):
+    """scipy's RuntimeError for an output array (of dtype `out_dtype`) of a
+    real dtype where the result is complex (a dtype request is promoted
+    instead, with a warning)."""
     if complex_output and output is not None and not _is_dtype_like(output) \
-            and _dispatch.dtype_kind(output_dtype_of(output)) != "c":
-        raise ArgumentError(f"output must have complex dtype: the result is complex, output is "
-                            f"{output_dtype_of(output)}")
+            and _dispatch.dtype_kind(out_dtype) != "c":
+        raise ArgumentError(f"output must have complex dtype: the result is complex, output is {out_dtype}")
 
 
 def _run(kernel, src, work, output, cval, complex_output, stream):
     """Runs `kernel` (run_separable or run_footprint) with scipy's output
     rules: dtype requests, complex promotion, cval checks."""
     _args.check_cval(cval, src.dtype)
+    default = _args.result_dtype(None, src.dtype, complex_output)
+    wanted = default
     if output is not None:
-        output_dtype_of(output)  # refuses bfloat16 outputs before any work
-        _check_complex_output(output, complex_output)
+        wanted = output_dtype_of(output)  # refuses bfloat16 outputs before any work
+        _check_complex_output(output, wanted, complex_output)
         if _dispatch.is_swapped_numpy(output):
             return _into_swapped(output, src, lambda native: _run(kernel, src, work, native, cval,
                                                                   complex_output, stream))
         if _is_dtype_like(output):
-            output = _args.result_dtype(output_dtype_of(output), src.dtype, complex_output)
-    default = _args.result_dtype(None, src.dtype, complex_output)
-    wanted = default if output is None else output_dtype_of(output)
+            output = wanted = _args.result_dtype(wanted, src.dtype, complex_output)
     if wanted == np.bool_ and _dispatch.has_uint8_views(src):
         return _into_bool(kernel, src, work, output, cval, stream)
     return kernel(src, output, work, cval, default, stream)
@@ -256,11 +256,11 @@ def _complex_weights_filter(func, src, weights, output, cval, **kwargs):
     """func with complex weights as real filters of the components, as scipy
     does (_complex_via_real_components); `output` is written last, so an
     output sharing memory with the input gets the result through a temporary."""
-    _check_complex_output(output, True)
+    out_dtype = output_dtype_of(output)
+    _check_complex_output(output, out_dtype, True)
     if _dispatch.is_swapped_numpy(output):
         return _into_swapped(output, src, lambda native: _complex_weights_filter(func, src, weights, native, cval,
                                                                                 **kwargs))
-    out_dtype = output_dtype_of(output)
     dtype = _args.result_dtype(out_dtype, src.dtype, complex_output=True)
     if output is None or _is_dtype_like(output):
         out, result = _dispatch.allocate_like(src, dtype), None
@@ -1029,7 +1029,8 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream):
     for m in modes:
         _args.mode_code(m)
     _args.check_cval(cval, src.dtype)
-    _check_complex_output(output, src.dtype.kind == "c")
+    if output is not None:
+        _check_complex_output(output, output_dtype_of(output), src.dtype.kind == "c")
     if _dispatch.is_swapped_numpy(output):
         return _into_swapped(output, src, lambda native: _sum_over_axes(src.obj, derivative, native, mode, cval,
                                                                         axes, square, stream))
