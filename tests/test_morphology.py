@@ -198,3 +198,8 @@ def test_morphology_takes_lists_as_scipy_does():
                          ("binary_erosion", {"structure": structure}), ("binary_fill_holes", {})):
         same(getattr(gnd, name)(image, **kwargs), getattr(snd, name)(image, **kwargs))
     same(gnd.iterate_structure(structure, 2), snd.iterate_structure(structure, 2))
+
+
+def test_a_huge_iteration_count_ends_once_nothing_changes(rng):
+    image = rng.random((30, 31)) < 0.6
+    same(gnd.binary_erosion(image, iterations=10**12), snd.binary_erosion(image, iterations=0))

@@ -67,6 +67,10 @@ _GREY_PARAMETERS = ['input', 'size_grey', 'footprint_grey', 'structure_grey', 'o
 _BINARY_PARAMETERS = ['input', 'structure', 'iterations', 'mask', 'output_binary', 'border_value', 'origins',
                       'brute_force', 'axes', 'stream', 'threads']
 
+# Binary steps repeated a given number of times check every this many steps
+# whether the last one changed anything, and stop if not.
+_CHANGE_CHECK = 16
+
 # What every binary operation's description ends with.
 _BINARY_NOTE = (" Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on "
                 "gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a "
@@ -514,7 +518,10 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
             if keep is not None:
                 result = xp.where(keep, values, result)
             count += 1
-            changed = bool(xp.any(result != values)) if iterations < 1 else True
+            # A step that changes nothing ends the repetition: below 1 iteration that is the stop, else
+            # it is checked every _CHANGE_CHECK steps (a read on the GPU) so huge counts end too.
+            check = iterations < 1 or count % _CHANGE_CHECK == 0
+            changed = bool(xp.any(result != values)) if check else True
             values = result
             if (iterations >= 1 and count >= iterations) or not changed:
                 break
