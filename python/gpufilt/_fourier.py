@@ -86,6 +86,18 @@ def _period(length, axis, n, real_axis):
     return n if axis == real_axis and n >= 0 else length
 
 
+def _whole(x, grid):
+    """(shape, starts) of the whole transform: x itself (grid None), or the
+    transform x is one block of (grid, from gpufilt.dask: the whole shape and
+    where x starts in it). The tables follow the whole transform's shape."""
+    return (x.shape, (0,) * x.ndim) if grid is None else grid
+
+
+def _own(table, ax, x, starts):
+    """The entries of an axis's table that belong to x's elements."""
+    return table[starts[ax]:starts[ax] + x.shape[ax]]
+
+
 def _check(input, parameter, name, n, axis):
     x, xp = _namespace(input)
     if x.dtype.kind not in "biufc":
@@ -145,17 +157,18 @@ def fourier_gaussian(
         return _gaussian(input, sigma, n, axis, output)
 
 
-def _gaussian(input, sigma, n, axis, output):
+def _gaussian(input, sigma, n, axis, output, grid=None):
     x, xp, sigmas, real_axis, n = _check(input, sigma, "sigma", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
+    shape, starts = _whole(x, grid)
     tables = []
-    for ax, (length, s) in enumerate(zip(x.shape, sigmas)):
+    for ax, (length, s) in enumerate(zip(shape, sigmas)):
         if length <= 1:
             tables.append(None)
             continue
         scale = s * math.pi / _period(length, ax, n, real_axis)
         exponent = -2.0 * scale * scale * _frequencies(length, ax, n, real_axis) ** 2
-        tables.append(np.where(np.abs(exponent) > 50.0, 0.0, np.exp(exponent)))
+        tables.append(_own(np.where(np.abs(exponent) > 50.0, 0.0, np.exp(exponent)), ax, x, starts))
     return _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
 
 
@@ -179,11 +192,12 @@ def fourier_uniform(
         return _uniform(input, size, n, axis, output)
 
 
-def _uniform(input, size, n, axis, output):
+def _uniform(input, size, n, axis, output, grid=None):
     x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
+    shape, starts = _whole(x, grid)
     tables = []
-    for ax, (length, s) in enumerate(zip(x.shape, sizes)):
+    for ax, (length, s) in enumerate(zip(shape, sizes)):
         if length <= 1:
             tables.append(None)
             continue
@@ -192,7 +206,7 @@ def _uniform(input, size, n, axis, output):
         with np.errstate(invalid="ignore", divide="ignore"):
             table = np.sin(step * k) / (step * k) if step > 0.0 else np.zeros(length)
         table[0] = 1.0
-        tables.append(table)
+        tables.append(_own(table, ax, x, starts))
     return _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
 
 
@@ -229,17 +243,18 @@ def fourier_ellipsoid(
         return _ellipsoid(input, size, n, axis, output)
 
 
-def _ellipsoid(input, size, n, axis, output):
+def _ellipsoid(input, size, n, axis, output, grid=None):
     x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
     if x.ndim > 3:
         raise NotImplementedError("Only 1d, 2d and 3d inputs are supported")
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
     if x.size == 0:
         return _apply(x, xp, xp.ones(()), output, out_dtype, caller_output)
+    shape, starts = _whole(x, grid)
     tables = []
-    for ax, (length, s) in enumerate(zip(x.shape, sizes)):
+    for ax, (length, s) in enumerate(zip(shape, sizes)):
         step = math.pi * s / _period(length, ax, n, real_axis)
-        tables.append(_frequencies(length, ax, n, real_axis) * step)
+        tables.append(_own(_frequencies(length, ax, n, real_axis) * step, ax, x, starts))
     if x.ndim == 1:
         t = tables[0]
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -282,17 +297,18 @@ def fourier_shift(
         return _shift(input, shift, n, axis, output)
 
 
-def _shift(input, shift, n, axis, output):
+def _shift(input, shift, n, axis, output, grid=None):
     x, xp, shifts, real_axis, n = _check(input, shift, "shift", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=True)
+    whole, starts = _whole(x, grid)
     phase = None
-    for ax, (length, s) in enumerate(zip(x.shape, shifts)):
+    for ax, (length, s) in enumerate(zip(whole, shifts)):
         if length <= 1:
             continue
         table = -2.0 * math.pi * s / _period(length, ax, n, real_axis) * _frequencies(length, ax, n, real_axis)
         shape = [1] * x.ndim
-        shape[ax] = length
-        table = xp.asarray(table.reshape(shape))
+        shape[ax] = x.shape[ax]
+        table = xp.asarray(_own(table, ax, x, starts).reshape(shape))
         phase = table if phase is None else phase + table
     phase = xp.zeros(()) if phase is None else phase
     rotation = xp.cos(phase) + 1j * xp.sin(phase)
@@ -303,3 +319,9 @@ def _shift(input, shift, n, axis, output):
         return result
     caller_output[...] = result
     return caller_output
+
+
+# Each filter's work by name, with `grid` for one block of a larger
+# transform (gpufilt.dask runs them block by block).
+BLOCKWISE = {"fourier_gaussian": _gaussian, "fourier_uniform": _uniform, "fourier_ellipsoid": _ellipsoid,
+             "fourier_shift": _shift}

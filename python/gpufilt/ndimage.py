@@ -1261,3 +1261,23 @@ from ._morphology import (  # noqa: E402 - they call back into this module's fil
 
 # The Fourier-domain filters (_fourier.py), on the output of numpy or cupy FFTs.
 from ._fourier import fourier_ellipsoid, fourier_gaussian, fourier_shift, fourier_uniform  # noqa: E402
+
+
+# Dask arrays: every array function takes one and returns one, lazily
+# (gpufilt.dask; depth= gives the reach of generic_laplace's and
+# generic_gradient_magnitude's own derivatives there).
+def _accepting_dask(function):
+    @functools.wraps(function)
+    def accepting(input, *args, **kwargs):
+        if type(input).__module__.startswith("dask.array"):
+            from . import dask
+            if dask.is_dask_array(input):
+                return dask.apply(function, input, *args, **kwargs)
+        return function(input, *args, **kwargs)
+    return accepting
+
+
+for _name in __all__:
+    if _name not in ("generate_binary_structure", "iterate_structure"):
+        globals()[_name] = _accepting_dask(globals()[_name])
+del _name

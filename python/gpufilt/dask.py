@@ -1,0 +1,606 @@
+"""gpufilt on Dask arrays: filters of volumes larger than memory, or than
+one GPU, run block by block on the engine their users already have.
+
+Every gpufilt.ndimage function takes a ``dask.array.Array`` and returns one,
+lazily, with the input's chunks; numpy chunks run on the CPU kernels, cupy
+chunks on the GPU of the worker that holds them. :func:`chain` runs several
+filters with one exchange of halos, and :func:`filter_zarr` filters a zarr
+array into another out of core.
+
+How a block is computed: each output block is one task. It gathers its own
+elements plus the filter's reach on each side (the halo) from whichever
+input chunks hold them (neighbours' neighbours too, when chunks are smaller
+than the halo: nothing is rechunked), runs the in-memory filter on that, and
+keeps its own elements. Along an axis filtered with a ``wrap`` mode the halo
+is taken across the array's ends, as the mode reads them; along any other
+axis it stops at the array's ends, where the filter's own mode extends the
+data exactly as it does in memory. So the results are the in-memory results.
+
+Dask is an optional dependency (``pip install "gpufilt[dask]"``).
+"""
+from __future__ import annotations
+
+import bisect
+import importlib
+import inspect
+import itertools
+import numbers
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _args
+
+__all__ = ["WholeArrayWarning", "chain", "depth_of", "is_dask_array"]
+
+
+class WholeArrayWarning(UserWarning):
+    """A filter whose result at one element may depend on every other
+    (binary_propagation, binary_fill_holes, iterations < 1) gathers the whole
+    array into one block."""
+
+
+def is_dask_array(obj) -> bool:
+    """Whether `obj` is a dask.array.Array (without importing dask).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpufilt.dask import is_dask_array
+    >>> is_dask_array(np.zeros(3))
+    False
+    """
+    return type(obj).__module__.startswith("dask.array") and hasattr(obj, "__dask_graph__")
+
+
+def _dask_array():
+    try:
+        return importlib.import_module("dask.array")
+    except ImportError:
+        raise ImportError('gpufilt on dask arrays needs dask: pip install "gpufilt[dask]"') from None
+
+
+# ----------------------------------------------------------------- reach
+
+def _window(size, origin, flipped=False):
+    """(before, after): how far a window of `size` taps with scipy's
+    `origin` reads on each side of its output. A flipped window
+    (convolutions, dilations) moves its origin as scipy moves it."""
+    size, origin = int(size), int(origin)
+    if size < 1:
+        return 0, 0
+    if flipped:
+        origin = -origin - (1 - size % 2)
+    before = size // 2 + origin
+    return max(0, before), max(0, size - 1 - before)
+
+
+def _spread(ndim, axes, values, default=(0, 0)):
+    """Per-axis values given for `axes`, `default` on the others."""
+    full = [default] * ndim
+    for ax, value in zip(axes, values):
+        full[ax] = value
+    return full
+
+
+def _radius(sigma, truncate, radius):
+    """scipy's Gaussian radius: `radius` if given, else int(truncate * sigma + 0.5)."""
+    if radius is not None:
+        return int(radius)
+    return int(float(truncate) * float(sigma) + 0.5)
+
+
+def _window_shape(ndim, axes, size, footprint, structure=None, default=None):
+    """Each filtered axis's window length, from a footprint, a structure or `size`."""
+    for array in (footprint, structure):
+        if array is not None:
+            shape = np.shape(array)
+            return list(shape) if len(shape) == len(axes) else [shape[ax] for ax in axes]
+    if size is None:
+        size = default
+    return [int(_args._scalar(s)) for s in _args.normalize_sequence(size, len(axes), "size")]
+
+
+def _windows(ndim, a, flipped=False, repeat=1, symmetric=False, default_size=None):
+    """The reach of a footprint, structure or size window with its origins."""
+    axes = _args.check_axes(a.get("axes"), ndim)
+    shape = _window_shape(ndim, axes, a.get("size"), a.get("footprint"), a.get("structure"), default_size)
+    origins = _args.normalize_sequence(a.get("origin", 0), len(axes), "origin")
+    reach = []
+    for s, o in zip(shape, origins):
+        before, after = _window(s, _args._scalar(o), flipped)
+        if symmetric:  # composite operations (an erosion, then a flipped dilation): the wider side, twice
+            before = after = max(before, after)
+        reach.append((before * repeat, after * repeat))
+    return _spread(ndim, axes, reach)
+
+
+def _one_axis(ndim, axis, reach):
+    return _spread(ndim, [_args.check_axis(axis, ndim)], [reach])
+
+
+def _gaussians(ndim, a, derivatives=False):
+    """gaussian_filter's reach, or the derivative filters' (a Gaussian of
+    `sigma` along every axis, 0 where sigma is 0)."""
+    kwargs = a.get("kwargs") or {}
+    truncate = a.get("truncate", kwargs.get("truncate", 4.0))
+    radius = a.get("radius", kwargs.get("radius"))
+    axes = _args.check_axes(a.get("axes"), ndim)
+    sigma = a["sigma"]
+    if derivatives or (np.iterable(sigma) and len(sigma) == ndim):
+        axes = tuple(range(ndim))  # the derivatives smooth along every axis: sigma for each, or one for all
+    sigmas = _args.normalize_sequence(sigma, len(axes), "sigma")
+    radii = _args.normalize_sequence(radius, len(axes), "radius")
+    reach = [(r, r) for r in (_radius(_args._scalar(s), truncate, _args._scalar(rad))
+                              for s, rad in zip(sigmas, radii))]
+    return _spread(ndim, axes, reach)
+
+
+def _binary(ndim, a, repeat=1):
+    iterations = int(a.get("iterations", 1))
+    if iterations < 1:
+        return None  # until nothing changes: any element may depend on any other
+    structure = a.get("structure")
+    if structure is None:
+        axes = _args.check_axes(a.get("axes"), ndim)
+        a = dict(a, structure=np.ones((3,) * len(axes), bool))
+    return _windows(ndim, a, repeat=iterations * repeat, symmetric=True)
+
+
+def _unknown(name):
+    def needs_depth(ndim, a):
+        raise ValueError(f"{name} calls a function of yours, whose reach gpufilt cannot know: give depth=, "
+                         "the number of elements it reads on each side (an int, or one per axis)")
+    return needs_depth
+
+
+# How far each filter reads around an output element, from its arguments
+# (scipy's names, defaults applied): [(before, after)] per axis, or None
+# when any output may depend on the whole array.
+_REACH: dict[str, Callable[[int, dict], Any]] = {
+    "correlate1d": lambda n, a: _one_axis(n, a["axis"], _window(np.size(a["weights"]), a["origin"])),
+    "convolve1d": lambda n, a: _one_axis(n, a["axis"], _window(np.size(a["weights"]), a["origin"], True)),
+    "correlate": lambda n, a: _windows(n, dict(a, footprint=a["weights"])),
+    "convolve": lambda n, a: _windows(n, dict(a, footprint=a["weights"]), flipped=True),
+    "gaussian_filter1d": lambda n, a: _one_axis(n, a["axis"], (_radius(a["sigma"], a["truncate"], a["radius"]),) * 2),
+    "gaussian_filter": _gaussians,
+    "gaussian_laplace": lambda n, a: _gaussians(n, a, derivatives=True),
+    "gaussian_gradient_magnitude": lambda n, a: _gaussians(n, a, derivatives=True),
+    "uniform_filter1d": lambda n, a: _one_axis(n, a["axis"], _window(a["size"], a["origin"])),
+    "minimum_filter1d": lambda n, a: _one_axis(n, a["axis"], _window(a["size"], a["origin"])),
+    "maximum_filter1d": lambda n, a: _one_axis(n, a["axis"], _window(a["size"], a["origin"])),
+    "uniform_filter": lambda n, a: _windows(n, a),
+    "minimum_filter": lambda n, a: _windows(n, a),
+    "maximum_filter": lambda n, a: _windows(n, a),
+    "median_filter": lambda n, a: _windows(n, a),
+    "rank_filter": lambda n, a: _windows(n, a),
+    "percentile_filter": lambda n, a: _windows(n, a),
+    "sobel": lambda n, a: [(1, 1)] * n,
+    "prewitt": lambda n, a: [(1, 1)] * n,
+    "laplace": lambda n, a: _spread(n, _args.check_axes(a.get("axes"), n), [(1, 1)] * n),
+    "generic_laplace": _unknown("generic_laplace"),
+    "generic_gradient_magnitude": _unknown("generic_gradient_magnitude"),
+    "grey_erosion": lambda n, a: _windows(n, a, symmetric=True),
+    "grey_dilation": lambda n, a: _windows(n, a, symmetric=True),
+    "morphological_gradient": lambda n, a: _windows(n, a, symmetric=True),
+    "morphological_laplace": lambda n, a: _windows(n, a, symmetric=True),
+    "grey_opening": lambda n, a: _windows(n, a, repeat=2, symmetric=True),
+    "grey_closing": lambda n, a: _windows(n, a, repeat=2, symmetric=True),
+    "white_tophat": lambda n, a: _windows(n, a, repeat=2, symmetric=True),
+    "black_tophat": lambda n, a: _windows(n, a, repeat=2, symmetric=True),
+    "binary_erosion": _binary,
+    "binary_dilation": _binary,
+    "binary_opening": lambda n, a: _binary(n, a, repeat=2),
+    "binary_closing": lambda n, a: _binary(n, a, repeat=2),
+    "binary_propagation": lambda n, a: None,
+    "binary_fill_holes": lambda n, a: None,
+}
+
+# Filters of Fourier transforms: each element's factor depends on its
+# position in the whole transform, not on its neighbours.
+_FOURIER = ("fourier_gaussian", "fourier_uniform", "fourier_ellipsoid", "fourier_shift")
+
+# Array arguments laid over the input element by element (gathered block by
+# block with it, halo included).
+_ALIGNED = ("mask",)
+
+
+# ------------------------------------------------------------------ steps
+
+@dataclass(frozen=True)
+class _Step:
+    """One filter of a chain: the function, its keyword arguments (input
+    and aligned arrays left out), its reach per axis (None: the whole array),
+    which axes it wraps, and its aligned arrays' names."""
+    function: Callable
+    kwargs: dict
+    reach: tuple | None
+    wrap: tuple
+    aligned: tuple = ()
+    fourier: bool = False
+
+    def __call__(self, block, *aligned):
+        return self.function(block, **self.kwargs, **dict(zip(self.aligned, aligned)))
+
+
+def _ndimage():
+    from . import ndimage
+    return ndimage
+
+
+def _function(function):
+    """A gpufilt.ndimage function, given or named."""
+    ndimage = _ndimage()
+    if isinstance(function, str):
+        if function not in ndimage.__all__:
+            raise ValueError(f"unknown filter {function!r}: gpufilt.ndimage provides {', '.join(ndimage.__all__)}")
+        return getattr(ndimage, function)
+    return function
+
+
+def _bound(function, ndim, args, kwargs):
+    """The call's arguments by scipy's names, defaults applied, input left out."""
+    signature = inspect.signature(function)
+    try:
+        bound = signature.bind(None, *args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{function.__name__}: {error}") from None
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.pop(next(iter(signature.parameters)))
+    return arguments
+
+
+def _depth(depth, ndim):
+    """A user's depth= (an int, or one per axis) as (before, after) per axis."""
+    values = _args.normalize_sequence(depth, ndim, "depth")
+    reach = []
+    for d in values:
+        d = _args._scalar(d)
+        if not isinstance(d, numbers.Integral) or isinstance(d, bool) or d < 0:
+            raise ValueError(f"depth must be a non-negative int or one per axis, not {depth!r}")
+        reach.append((int(d), int(d)))
+    return reach
+
+
+def _wrapped_axes(ndim, arguments, reach):
+    """Which axes the step reads across the array's ends ('wrap' modes)."""
+    mode = arguments.get("mode", "reflect")
+    if isinstance(mode, str):
+        modes = [mode] * ndim
+    else:
+        axes = _args.check_axes(arguments.get("axes"), ndim)
+        modes = _spread(ndim, axes, list(mode), default="reflect") if len(mode) != ndim else list(mode)
+    return tuple(m in ("wrap", "grid-wrap") and r != (0, 0) for m, r in zip(modes, reach))
+
+
+def _step(function, ndim, args=(), kwargs=None, depth=None):
+    """A _Step from a call of a gpufilt.ndimage function (or any function
+    of a block with its `depth`)."""
+    function = _function(function)
+    kwargs = dict(kwargs or {})
+    name = getattr(function, "__name__", "")
+    public = getattr(_ndimage(), name, None)
+    known = public is not None and function in (public, getattr(public, "__wrapped__", None))
+    if known:
+        function = public  # the module's own object: tasks pickle it by name
+    if not known and depth is None:
+        raise ValueError(f"{function!r} is not a gpufilt.ndimage function: give its depth (the elements it reads on "
+                         "each side of an output: 0 for an element-wise function)")
+    arguments = _bound(function, ndim, args, kwargs) if known else dict(kwargs)
+    output = arguments.get("output")
+    if output is not None and not _args_is_dtype(output):
+        raise ValueError("output= an array is not possible with dask arrays (they are immutable): give a dtype, "
+                         "or write the result with dask.array.store")
+    if arguments.get("stream") is not None:
+        raise ValueError("stream= is not taken with dask arrays: each task runs on its worker's current stream")
+    arguments.pop("stream", None)
+    extra = arguments.pop("kwargs", None)  # the derivative filters' keywords for gaussian_filter
+    if extra:
+        arguments.update(extra)
+    if known and name in _FOURIER:
+        return _Step(function, arguments, tuple([(0, 0)] * ndim), (False,) * ndim, fourier=True)
+    if depth is not None:
+        reach = _depth(depth, ndim)
+    else:
+        reach = _REACH[name](ndim, {**arguments, "kwargs": extra})
+    aligned = tuple(n for n in _ALIGNED if arguments.get(n) is not None)
+    arguments = {k: v for k, v in arguments.items() if k not in aligned}
+    if reach is None:
+        return _Step(function, arguments, None, (False,) * ndim, aligned)
+    return _Step(function, arguments, tuple(reach), _wrapped_axes(ndim, arguments, reach), aligned)
+
+
+def _args_is_dtype(output):
+    try:
+        np.dtype(output)
+    except TypeError:
+        return False
+    return isinstance(output, (type, np.dtype, str))
+
+
+def depth_of(function, ndim: int, *args, **kwargs) -> list[tuple[int, int]]:
+    """How many elements a gpufilt.ndimage call reads on each side of an
+    output, per axis: the halo a block needs.
+
+    Parameters
+    ----------
+    function : callable or str
+        A gpufilt.ndimage function, or its name.
+    ndim : int
+        The rank of the input.
+    *args, **kwargs
+        The call's other arguments, as the function takes them.
+
+    Returns
+    -------
+    depth : list of (int, int)
+        (before, after) per axis.
+
+    Examples
+    --------
+    >>> from gpufilt.dask import depth_of
+    >>> depth_of("gaussian_filter", 2, sigma=2)
+    [(8, 8), (8, 8)]
+    >>> depth_of("uniform_filter", 2, size=4, axes=1)
+    [(0, 0), (2, 1)]
+    """
+    step = _step(function, ndim, args, kwargs)
+    if step.reach is None:
+        raise ValueError(f"{step.function.__name__} with these arguments may read the whole array")
+    return list(step.reach)
+
+
+# ------------------------------------------------------------- the blocks
+
+def _library(array):
+    """numpy or cupy, for a chunk."""
+    return importlib.import_module("cupy" if type(array).__module__.startswith("cupy") else "numpy")
+
+
+def _cut_and_join(nested, pieces, axis=0, index=()):
+    """One array from a nested list of chunks (one level per axis), each
+    cut to its piece: a view of the chunk when one chunk holds it all."""
+    if axis == len(pieces):
+        return nested[tuple(slice(lo, hi) for _, lo, hi in (pieces[a][i] for a, i in enumerate(index)))]
+    parts = [_cut_and_join(sub, pieces, axis + 1, index + (i,)) for i, sub in enumerate(nested)]
+    if len(parts) == 1:
+        return parts[0]
+    return _library(parts[0]).concatenate(parts, axis=axis)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """What one task computes: the steps, the pieces of chunks it gathers
+    per axis ((chunk, start, stop) in order), and where its own elements
+    lie in what it gathers."""
+    steps: tuple
+    pieces: tuple
+    own: tuple
+
+    def __call__(self, *gathered):
+        arrays = [_cut_and_join(g, self.pieces) if self.pieces else g for g in gathered]
+        block, aligned = arrays[0], arrays[1:]
+        for step in self.steps:
+            block = step(block, *aligned[:len(step.aligned)])
+            aligned = aligned[len(step.aligned):]
+        return block[self.own]
+
+
+def _pieces(starts, first, stop, before, after, wrap):
+    """The pieces of the input along one axis that the output elements
+    [first, stop) read, as (chunk, start in chunk, stop in chunk) in order,
+    and the offset of those elements in the gathered run. `starts`: where
+    each chunk starts, then the axis's length."""
+    n = starts[-1]
+    lo, hi = first - before, stop + after
+    if not wrap:
+        # A block at an end also reads what the mode reflects back from
+        # inside the array ('mirror', 'reflect'): up to the reach beyond
+        # the end, and in a chain each step reflects its own (twice the
+        # whole reach bounds it).
+        edge = 2 * (before + after) + 1
+        if lo < 0:
+            hi = max(hi, edge)
+        if hi > n:
+            lo = min(lo, n - edge)
+        lo, hi = max(0, lo), min(n, hi)
+    pieces = []
+    g = lo
+    while g < hi:
+        at = g % n
+        chunk = bisect.bisect_right(starts, at) - 1
+        take = min(hi - g, starts[chunk + 1] - at)
+        pieces.append((chunk, at - starts[chunk], at - starts[chunk] + take))
+        g += take
+    return pieces, first - lo
+
+
+def _nested_keys(name, pieces, axis=0, index=()):
+    if axis == len(pieces):
+        return (name, *index)
+    return [_nested_keys(name, pieces, axis + 1, index + (chunk,)) for chunk, _, _ in pieces[axis]]
+
+
+def _halo_run(x, aligned, steps, meta):
+    """The steps of one run on every block of x, with one exchange of
+    halos: the run's summed reach, taken across the ends on wrapped axes."""
+    da = _dask_array()
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+    reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(x.ndim)]
+    wrap = [any(s.wrap[ax] for s in steps) for ax in range(x.ndim)]
+    aligned = [a.rechunk(x.chunks) for a in aligned]
+    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap)
+    starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
+    layer = {}
+    for index in itertools.product(*(range(len(c)) for c in x.chunks)):
+        pieces, own = [], []
+        for ax, i in enumerate(index):
+            axis_pieces, offset = _pieces(starts[ax], starts[ax][i], starts[ax][i + 1], *reach[ax], wrap[ax])
+            pieces.append(axis_pieces)
+            own.append(slice(offset, offset + x.chunks[ax][i]))
+        block = _Block(tuple(steps), tuple(pieces), tuple(own))
+        layer[(name, *index)] = (block, *(_nested_keys(a.name, pieces) for a in (x, *aligned)))
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x, *aligned])
+    return da.Array(graph, name, chunks=x.chunks, meta=meta)
+
+
+def _whole_run(x, aligned, step, meta):
+    """A step that may read the whole array, on the whole array as one block."""
+    warnings.warn(f"{step.function.__name__}: any element may depend on any other, so the whole array "
+                  f"({x.nbytes / 2**20:.0f} MiB) is gathered into one block", WholeArrayWarning, stacklevel=4)
+    whole = [a.rechunk(a.shape) for a in (x, *aligned)]
+    result = whole[0].map_blocks(step, *whole[1:], meta=meta)
+    return result.rechunk(x.chunks)
+
+
+def _fourier_block(block, step, block_info=None):
+    info = block_info[0]
+    starts = tuple(lo for lo, _ in info["array-location"])
+    a = step.kwargs
+    work = importlib.import_module("gpufilt._fourier").BLOCKWISE[step.function.__name__]
+    parameter = next(v for k, v in a.items() if k not in ("n", "axis", "output"))
+    return work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
+
+
+def _joins(run, step):
+    """Whether `step` can share the halo exchange of `run`: both read
+    neighbours only, and along each axis every step that reads neighbours
+    agrees on whether it reads them across the ends ('wrap') or not."""
+    if any(s.reach is None or s.fourier for s in (*run, step)):
+        return False
+    for ax in range(len(step.wrap)):
+        if len({s.wrap[ax] for s in (*run, step) if s.reach[ax] != (0, 0)}) > 1:
+            return False
+    return True
+
+
+def _runs(steps):
+    """The steps in runs that each share one exchange of halos."""
+    runs = []
+    for step in steps:
+        if runs and _joins(runs[-1], step):
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    return runs
+
+
+def _meta(x, steps, aligned):
+    """The result of the steps on a one-element array of x's library and
+    dtype: its dtype, library and any argument error, before any task runs."""
+    library = _library(x._meta)
+    probe = library.zeros((1,) * x.ndim, x.dtype)
+    metas = []
+    it = iter(aligned)
+    for step in steps:
+        extras = [library.zeros((1,) * x.ndim, next(it).dtype) for _ in step.aligned]
+        if step.fourier:
+            probe = _fourier_block(probe, step, [{"array-location": [(0, 1)] * x.ndim, "shape": (1,) * x.ndim}])
+        else:
+            probe = step(probe, *extras)
+        metas.append(probe[(slice(0, 0),) * x.ndim])
+    return metas
+
+
+def _apply_steps(x, steps, aligned):
+    if not steps:
+        return x
+    aligned = list(aligned)
+    metas = _meta(x, steps, aligned)
+    if x.size == 0:
+        return x.map_blocks(lambda b: b.astype(metas[-1].dtype), meta=metas[-1])
+    done = 0
+    for run in _runs(steps):
+        count = sum(len(s.aligned) for s in run)
+        run_aligned, aligned = aligned[:count], aligned[count:]
+        meta = metas[done + len(run) - 1]
+        done += len(run)
+        if run[0].fourier:
+            x = x.map_blocks(_fourier_block, run[0], meta=meta)
+        elif run[0].reach is None:
+            x = _whole_run(x, run_aligned, run[0], meta)
+        else:
+            x = _halo_run(x, run_aligned, run, meta)
+    return x
+
+
+def _aligned_arrays(x, function, args, kwargs):
+    """The arrays (masks) laid over x that a call passes, as dask arrays of x's chunks."""
+    da = _dask_array()
+    arguments = _bound(function, x.ndim, args, kwargs)
+    arrays = []
+    for name in _ALIGNED:
+        value = arguments.get(name)
+        if value is None:
+            continue
+        if not is_dask_array(value):
+            value = da.from_array(value, chunks=x.chunks) if hasattr(value, "shape") else \
+                da.from_array(np.asarray(value), chunks=x.chunks)
+        if value.shape != x.shape:
+            raise ValueError(f"{name} has shape {value.shape}, the input {x.shape}: they must be equal")
+        arrays.append(value)
+    return arrays
+
+
+def apply(function: Callable, input: Any, *args, depth=None, **kwargs):
+    """`function(input, *args, **kwargs)` for a dask array `input`: what
+    gpufilt.ndimage's functions do with one (their entry point here)."""
+    step = _step(function, input.ndim, args, kwargs, depth)
+    aligned = _aligned_arrays(input, function, args, kwargs) if step.aligned else []
+    return _apply_steps(input, [step], aligned)
+
+
+def chain(x: Any, steps: Sequence[Any]) -> Any:
+    """Several gpufilt.ndimage filters, one after the other, on a dask
+    array, with one exchange of halos: each block is read once, with the
+    summed reach of the filters, and filtered by all of them.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        The input (numpy or cupy chunks).
+    steps : sequence
+        The filters in order, each ``(function, kwargs)`` where function is
+        a gpufilt.ndimage function or its name, or ``(function, kwargs,
+        depth)`` for any other function of a block (depth: the elements it
+        reads on each side, an int or one per axis; 0 for an element-wise
+        function such as a threshold).
+
+    Returns
+    -------
+    result : dask.array.Array
+        Lazily, the last filter's result, with x's chunks: equal to the
+        filters applied one after the other in memory. Steps that wrap
+        along an axis that an earlier step does not (or the reverse), and
+        filters that may read the whole array, start a new exchange.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from gpufilt import ndimage
+    >>> from gpufilt.dask import chain
+    >>> x = da.from_array(np.arange(64.0).reshape(8, 8) % 5, chunks=3)
+    >>> edges = chain(x, [("gaussian_filter", {"sigma": 1}), (ndimage.sobel, {"axis": 0}),
+    ...                   (np.abs, {}, 0)])
+    >>> expected = np.abs(ndimage.sobel(ndimage.gaussian_filter(x.compute(), 1), axis=0))
+    >>> bool(np.allclose(edges.compute(), expected))
+    True
+    """
+    if not is_dask_array(x):
+        raise TypeError(f"chain takes a dask array, not {type(x).__name__} (dask.array.from_array makes one)")
+    made = []
+    aligned = []
+    for item in steps:
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            raise ValueError(f"each step is (function, kwargs) or (function, kwargs, depth), not {item!r}")
+        function, kwargs = item[0], dict(item[1])
+        depth = item[2] if len(item) == 3 else None
+        step = _step(function, x.ndim, (), kwargs, depth)
+        made.append(step)
+        if step.aligned:
+            aligned += _aligned_arrays(x, _function(function), (), kwargs)
+    return _apply_steps(x, made, aligned)

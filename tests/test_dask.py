@@ -1,0 +1,268 @@
+"""gpufilt.ndimage on dask arrays (gpufilt.dask): every filter, every mode,
+random chunkings (1-element chunks and chunks smaller than the halo among
+them) give the in-memory result; chains; the refusals."""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from gpufilt import ndimage
+
+from _helpers import CUDA_USABLE
+
+da = pytest.importorskip("dask.array")
+gdask = pytest.importorskip("gpufilt.dask")
+
+rng = np.random.default_rng(7)
+WEIGHTS_1D = rng.standard_normal(5)
+WEIGHTS_2D = rng.standard_normal((3, 4))
+FOOTPRINT = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 0, 1]], bool)
+HEIGHTS = rng.integers(0, 3, (3, 3)).astype(float)
+STRUCTURE = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 1]], bool)
+
+
+def second_derivative(x, axis, output, mode, cval):
+    return ndimage.correlate1d(x, [1.0, -2.0, 1.0], axis, output, mode, cval)
+
+
+def first_derivative(x, axis, output, mode, cval):
+    return ndimage.correlate1d(x, [-1.0, 0.0, 1.0], axis, output, mode, cval)
+
+
+# (function, kwargs): the filters with a `mode`, each run in every mode.
+MODE_CASES = [
+    ("correlate1d", dict(weights=WEIGHTS_1D, axis=0, origin=1)),
+    ("convolve1d", dict(weights=WEIGHTS_1D[:4], axis=-1, origin=-1)),
+    ("correlate", dict(weights=WEIGHTS_2D, origin=(0, 1))),
+    ("convolve", dict(weights=WEIGHTS_2D.T, origin=(1, -1))),
+    ("gaussian_filter1d", dict(sigma=1.5, axis=0, order=1)),
+    ("gaussian_filter", dict(sigma=(1.2, 2.0))),
+    ("gaussian_filter", dict(sigma=0.7, radius=(2, 5), order=(0, 2))),
+    ("gaussian_filter", dict(sigma=2.5, axes=1)),
+    ("uniform_filter1d", dict(size=4, axis=1, origin=1)),
+    ("uniform_filter", dict(size=(3, 6))),
+    ("minimum_filter1d", dict(size=3)),
+    ("maximum_filter1d", dict(size=6, axis=0, origin=-2)),
+    ("minimum_filter", dict(size=4)),
+    ("maximum_filter", dict(footprint=FOOTPRINT, origin=(1, 0))),
+    ("median_filter", dict(size=3)),
+    ("rank_filter", dict(rank=2, size=(3, 2))),
+    ("percentile_filter", dict(percentile=30, footprint=FOOTPRINT)),
+    ("sobel", dict(axis=0)),
+    ("prewitt", dict(axis=1)),
+    ("laplace", dict()),
+    ("gaussian_laplace", dict(sigma=1.3)),
+    ("gaussian_gradient_magnitude", dict(sigma=(1.0, 2.0), truncate=3.0)),
+    ("generic_laplace", dict(derivative2=second_derivative, depth=1)),
+    ("generic_gradient_magnitude", dict(derivative=first_derivative, depth=(1, 1))),
+    ("grey_erosion", dict(size=(3, 2))),
+    ("grey_dilation", dict(footprint=FOOTPRINT, origin=(0, -1))),
+    ("grey_dilation", dict(structure=HEIGHTS)),
+    ("grey_opening", dict(size=3)),
+    ("grey_closing", dict(size=(2, 3))),
+    ("morphological_gradient", dict(size=3)),
+    ("morphological_laplace", dict(size=3)),
+    ("white_tophat", dict(size=3)),
+    ("black_tophat", dict(footprint=FOOTPRINT)),
+]
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-wrap", "grid-mirror", "grid-constant"]
+# grey morphology with a non-flat structure takes the modes numpy.pad has.
+PAD_MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
+
+
+def chunkings(shape):
+    """Random chunks per axis: any partition, 1-element chunks included."""
+    def axis(n):
+        return st.sets(st.integers(1, n - 1), max_size=n - 1).map(
+            lambda cuts: tuple(np.diff([0, *sorted(cuts), n]).tolist()))
+    return st.tuples(*(axis(n) for n in shape))
+
+
+def assert_same(result, expected):
+    assert type(result) is type(expected) and result.dtype == expected.dtype and result.shape == expected.shape
+    if expected.dtype.kind in "fc":
+        # A block's lines start elsewhere: running sums (uniform filters in
+        # double, as scipy's) and SIMD lanes that fuse multiply-adds round
+        # differently in the last bits.
+        tolerance = 1e-12 if expected.dtype.itemsize >= 8 and expected.dtype.kind == "f" or \
+            expected.dtype == np.complex128 else 2e-6
+        np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
+    else:
+        np.testing.assert_array_equal(result, expected)
+
+
+def run_both(name, data, chunks, **kwargs):
+    function = getattr(ndimage, name)
+    lazy = function(da.from_array(data, chunks=chunks), **kwargs)
+    assert isinstance(lazy, da.Array) and lazy.chunks == da.from_array(data, chunks=chunks).chunks
+    kwargs.pop("depth", None)
+    assert_same(lazy.compute(), function(data, **kwargs))
+    return lazy
+
+
+SHAPE = (13, 11)
+DATA = {
+    "float64": rng.standard_normal(SHAPE),
+    "float32": rng.standard_normal(SHAPE).astype(np.float32),
+    "uint8": rng.integers(0, 256, SHAPE).astype(np.uint8),
+}
+FAST = settings(max_examples=4, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name, kwargs", MODE_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(MODE_CASES)])
+@FAST
+@given(chunks=chunkings(SHAPE), dtype=st.sampled_from(sorted(DATA)))
+def test_every_filter_in_every_mode_equals_the_in_memory_result(name, kwargs, mode, chunks, dtype):
+    if "structure" in kwargs and mode not in PAD_MODES:
+        return
+    data = DATA[dtype]
+    if name in ("gaussian_laplace", "gaussian_gradient_magnitude", "generic_laplace", "laplace",
+                "generic_gradient_magnitude", "sobel", "prewitt") and dtype == "uint8":
+        data = data.astype(np.int16)
+    run_both(name, data, chunks, mode=mode, cval=0.5, **kwargs)
+
+
+def test_a_sequence_of_modes_and_axes():
+    data = DATA["float64"]
+    for chunks in [(1, 2), (4, 3), (13, 11)]:
+        run_both("uniform_filter", data, chunks, size=(5, 3), mode=["wrap", "mirror"])
+        run_both("gaussian_filter", data, chunks, sigma=(1.0, 3.0), mode=["nearest", "grid-wrap"])
+        run_both("minimum_filter", data, chunks, size=(4, 2), mode=["wrap", "constant"], cval=-1.0)
+        run_both("uniform_filter", data, chunks, size=4, axes=(1,), mode="wrap")
+
+
+def test_a_halo_wider_than_the_array():
+    data = DATA["float32"]
+    for mode in MODES:
+        run_both("uniform_filter", data, (2, 3), size=(30, 25), mode=mode)
+        run_both("gaussian_filter", data, (1, 4), sigma=9.0, mode=mode)
+
+
+def test_three_dimensions_and_output_dtypes():
+    data = rng.standard_normal((7, 6, 5))
+    run_both("gaussian_filter", data, (2, 3, 1), sigma=1.0, mode="wrap", output=np.float32)
+    run_both("median_filter", data, (3, 1, 2), size=(3, 2, 3), mode="mirror")
+    run_both("uniform_filter", data.astype(np.float32), (4, 4, 4), size=3, output=np.float64)
+
+
+BINARY = rng.random(SHAPE) > 0.4
+MASK = rng.random(SHAPE) > 0.2
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("binary_erosion", dict()),
+    ("binary_erosion", dict(iterations=2, border_value=1)),
+    ("binary_dilation", dict(structure=STRUCTURE, origin=(0, 1), iterations=3)),
+    ("binary_dilation", dict(iterations=2, mask=MASK)),
+    ("binary_opening", dict(structure=STRUCTURE, iterations=2)),
+    ("binary_closing", dict(iterations=2, border_value=1)),
+])
+@FAST
+@given(chunks=chunkings(SHAPE))
+def test_binary_morphology(name, kwargs, chunks):
+    run_both(name, BINARY, chunks, **kwargs)
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("binary_fill_holes", dict()),
+    ("binary_propagation", dict(mask=MASK)),
+    ("binary_erosion", dict(iterations=0)),
+])
+def test_whole_array_operations_warn_and_are_exact(name, kwargs):
+    with pytest.warns(gdask.WholeArrayWarning, match="whole array"):
+        run_both(name, BINARY, (4, 5), **kwargs)
+
+
+@pytest.mark.parametrize("name, parameter", [
+    ("fourier_gaussian", 1.5), ("fourier_uniform", (3.0, 2.0)), ("fourier_ellipsoid", 2.5), ("fourier_shift", (1, -2)),
+])
+@pytest.mark.parametrize("n", [-1, 21])
+def test_fourier_filters_blockwise(name, parameter, n):
+    transform = np.fft.fft2(DATA["float64"]) if n < 0 else np.fft.rfft(rng.standard_normal((13, 21)), axis=1)
+    function = getattr(ndimage, name)
+    for chunks in [(1, 1), (5, 4), transform.shape]:
+        lazy = function(da.from_array(transform, chunks=chunks), parameter, n=n, axis=1)
+        assert_same(lazy.compute(), function(transform, parameter, n=n, axis=1))
+
+
+@FAST
+@given(chunks=chunkings(SHAPE), modes=st.lists(st.sampled_from(MODES), min_size=3, max_size=3))
+def test_a_chain_equals_the_filters_one_after_the_other(chunks, modes):
+    data = DATA["float64"]
+    steps = [("gaussian_filter", dict(sigma=1.2, mode=modes[0])),
+             (ndimage.sobel, dict(axis=1, mode=modes[1])),
+             (np.abs, {}, 0),
+             ("maximum_filter", dict(size=(2, 3), mode=modes[2], origin=(0, 1)))]
+    expected = data
+    for function, kwargs, *_ in steps:
+        expected = (getattr(ndimage, function) if isinstance(function, str) else function)(expected, **kwargs)
+    assert_same(gdask.chain(da.from_array(data, chunks=chunks), steps).compute(), expected)
+
+
+def test_a_chain_reads_each_block_once():
+    x = da.from_array(DATA["float64"], chunks=(4, 4))
+    chained = gdask.chain(x, [("gaussian_filter", dict(sigma=1.0)), ("sobel", dict(axis=0)),
+                              ("median_filter", dict(size=3))])
+    layers = chained.__dask_graph__().layers
+    assert len(layers) == 2  # the input and one layer of filter tasks
+    assert len(layers[chained.name]) == x.npartitions
+    wrapped = gdask.chain(x, [("gaussian_filter", dict(sigma=1.0, mode="wrap")), ("sobel", dict(axis=0))])
+    assert len(wrapped.__dask_graph__().layers) == 3  # a wrapped step, then one cut at the ends
+
+
+def test_depth_of():
+    assert gdask.depth_of("gaussian_filter", 2, sigma=2) == [(8, 8), (8, 8)]
+    assert gdask.depth_of(ndimage.uniform_filter, 2, size=4, axes=1) == [(0, 0), (2, 1)]
+    assert gdask.depth_of("convolve1d", 1, [1, 2, 3, 4]) == [(1, 2)]
+    assert gdask.depth_of("grey_opening", 3, size=(3, 1, 5)) == [(2, 2), (0, 0), (4, 4)]
+    assert gdask.depth_of("binary_erosion", 2, iterations=3) == [(3, 3), (3, 3)]
+
+
+def test_refusals():
+    x = da.from_array(DATA["float64"], chunks=5)
+    with pytest.raises(ValueError, match="immutable"):
+        ndimage.gaussian_filter(x, 1.0, output=np.empty(SHAPE))
+    with pytest.raises(ValueError, match="stream"):
+        ndimage.uniform_filter(x, 3, stream=0)
+    with pytest.raises(ValueError, match="depth="):
+        ndimage.generic_laplace(x, second_derivative)
+    with pytest.raises(ValueError, match="depth"):
+        ndimage.generic_laplace(x, second_derivative, depth=-1)
+    with pytest.raises(ValueError, match="not a gpufilt.ndimage function"):
+        gdask.chain(x, [(np.abs, {})])
+    with pytest.raises(ValueError, match="unknown filter"):
+        gdask.chain(x, [("gaussian", {"sigma": 1})])
+    with pytest.raises(TypeError, match="dask array"):
+        gdask.chain(DATA["float64"], [])
+    with pytest.raises(TypeError, match="gaussian_filter"):
+        ndimage.gaussian_filter(x, 1.0, sigmaa=2)
+    # argument errors surface when the graph is built, as in memory
+    with pytest.raises(RuntimeError, match="sequence argument"):
+        ndimage.uniform_filter(x, size=(3, 3, 3))
+    with pytest.raises(ValueError, match="shape"):
+        ndimage.binary_erosion(x > 0, mask=np.ones((3, 3), bool))
+
+
+def test_no_warnings_on_plain_calls():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ndimage.gaussian_filter(da.from_array(DATA["float32"], chunks=4), 1.0).compute()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("mode", ["reflect", "wrap", "constant"])
+@pytest.mark.parametrize("name, kwargs", [c for c in MODE_CASES if "derivative" not in str(c[1])][:24],
+                         ids=[n for n, k in MODE_CASES if "derivative" not in str(k)][:24])
+def test_cupy_chunks_run_on_the_gpu(name, kwargs, mode):
+    cp = pytest.importorskip("cupy")
+    data = DATA["float32"]
+    function = getattr(ndimage, name)
+    lazy = function(da.from_array(cp.asarray(data), chunks=(4, 5), asarray=False), mode=mode, cval=0.5, **kwargs)
+    result = lazy.compute()
+    assert isinstance(result, cp.ndarray)
+    expected = function(cp.asarray(data), mode=mode, cval=0.5, **kwargs)
+    np.testing.assert_allclose(cp.asnumpy(result), cp.asnumpy(expected), rtol=2e-6, atol=2e-6)
