@@ -1,4 +1,5 @@
-"""Command line: ``python -m gpufilt info``, ``python -m gpufilt demo``, and
+"""Command line: ``python -m gpufilt info``, ``python -m gpufilt demo``,
+``gpufilt filter SRC DST OP [OP ...]`` (files, block by block), and
 ``python -m gpufilt --cmake-dir`` / ``--include-dir`` for C++ builds."""
 from __future__ import annotations
 
@@ -32,15 +33,20 @@ def main(argv=None):
                                             "check against scipy, time it, write a PNG")
     demo.add_argument("--size", type=int, default=128, help="edge of the cubic volume (default 128)")
     demo.add_argument("--out", default="gpufilt-demo.png", help="where to write the before/after PNG")
+    from ._cli_filter import add_parser
+    add_parser(commands)
     args = parser.parse_args(argv)
     if args.cmake_dir or args.include_dir:
         from . import get_cmake_dir, get_include
         print(get_cmake_dir() if args.cmake_dir else get_include())
         return 0
     if args.command is None:
-        parser.error("a command is required: info or demo (or --cmake-dir / --include-dir)")
+        parser.error("a command is required: info, demo or filter (or --cmake-dir / --include-dir)")
     if args.command == "info":
         return _print_info()
+    if args.command == "filter":
+        from ._cli_filter import main as filter_files
+        return filter_files(args)
     from ._demo import run_demo
     return run_demo(size=args.size, png_path=args.out)
 

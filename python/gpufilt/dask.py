@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _args
 
-__all__ = ["WholeArrayWarning", "chain", "depth_of", "is_dask_array"]
+__all__ = ["WholeArrayWarning", "chain", "depth_of", "filter_zarr", "is_dask_array"]
 
 
 class WholeArrayWarning(UserWarning):
@@ -389,12 +389,10 @@ class _Block:
         return block[self.own]
 
 
-def _pieces(starts, first, stop, before, after, wrap):
-    """The pieces of the input along one axis that the output elements
-    [first, stop) read, as (chunk, start in chunk, stop in chunk) in order,
-    and the offset of those elements in the gathered run. `starts`: where
-    each chunk starts, then the axis's length."""
-    n = starts[-1]
+def _ranges(n, first, stop, before, after, wrap):
+    """The input along one axis that the output elements [first, stop)
+    read: contiguous ranges [lo, hi) of the array in order, and where those
+    elements start in what the ranges hold."""
     lo, hi = first - before, stop + after
     if not wrap:
         # A block at an end also reads what the mode reflects back from
@@ -407,15 +405,28 @@ def _pieces(starts, first, stop, before, after, wrap):
         if hi > n:
             lo = min(lo, n - edge)
         lo, hi = max(0, lo), min(n, hi)
-    pieces = []
+    ranges = []
     g = lo
-    while g < hi:
+    while g < hi:  # across the ends, as often as a wide halo wraps
         at = g % n
-        chunk = bisect.bisect_right(starts, at) - 1
-        take = min(hi - g, starts[chunk + 1] - at)
-        pieces.append((chunk, at - starts[chunk], at - starts[chunk] + take))
+        take = min(hi - g, n - at)
+        ranges.append((at, at + take))
         g += take
-    return pieces, first - lo
+    return ranges, first - lo
+
+
+def _pieces(starts, first, stop, before, after, wrap):
+    """_ranges cut at the chunks' bounds: (chunk, start in chunk, stop in
+    chunk) in order. `starts`: where each chunk starts, then the length."""
+    ranges, offset = _ranges(starts[-1], first, stop, before, after, wrap)
+    pieces = []
+    for lo, hi in ranges:
+        while lo < hi:
+            chunk = bisect.bisect_right(starts, lo) - 1
+            end = min(hi, starts[chunk + 1])
+            pieces.append((chunk, lo - starts[chunk], end - starts[chunk]))
+            lo = end
+    return pieces, offset
 
 
 def _nested_keys(name, pieces, axis=0, index=()):
@@ -489,20 +500,20 @@ def _runs(steps):
     return runs
 
 
-def _meta(x, steps, aligned):
-    """The result of the steps on a one-element array of x's library and
-    dtype: its dtype, library and any argument error, before any task runs."""
-    library = _library(x._meta)
-    probe = library.zeros((1,) * x.ndim, x.dtype)
+def _meta(library, ndim, dtype, steps, aligned_dtypes=()):
+    """The result of each step on a one-element array of the library and
+    dtype (as empty arrays): the dtypes and libraries of the results, and
+    any argument error raised before a task runs."""
+    probe = library.zeros((1,) * ndim, dtype)
     metas = []
-    it = iter(aligned)
+    it = iter(aligned_dtypes)
     for step in steps:
-        extras = [library.zeros((1,) * x.ndim, next(it).dtype) for _ in step.aligned]
+        extras = [library.zeros((1,) * ndim, next(it)) for _ in step.aligned]
         if step.fourier:
-            probe = _fourier_block(probe, step, [{"array-location": [(0, 1)] * x.ndim, "shape": (1,) * x.ndim}])
+            probe = _fourier_block(probe, step, [{"array-location": [(0, 1)] * ndim, "shape": (1,) * ndim}])
         else:
             probe = step(probe, *extras)
-        metas.append(probe[(slice(0, 0),) * x.ndim])
+        metas.append(probe[(slice(0, 0),) * ndim])
     return metas
 
 
@@ -510,7 +521,7 @@ def _apply_steps(x, steps, aligned):
     if not steps:
         return x
     aligned = list(aligned)
-    metas = _meta(x, steps, aligned)
+    metas = _meta(_library(x._meta), x.ndim, x.dtype, steps, [a.dtype for a in aligned])
     if x.size == 0:
         return x.map_blocks(lambda b: b.astype(metas[-1].dtype), meta=metas[-1])
     done = 0
@@ -554,6 +565,16 @@ def apply(function: Callable, input: Any, *args, depth=None, **kwargs):
     return _apply_steps(input, [step], aligned)
 
 
+def steps_of(steps, ndim):
+    """_Steps from chain's (function, kwargs[, depth]) items."""
+    made = []
+    for item in steps:
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            raise ValueError(f"each step is (function, kwargs) or (function, kwargs, depth), not {item!r}")
+        made.append(_step(item[0], ndim, (), dict(item[1]), item[2] if len(item) == 3 else None))
+    return made
+
+
 def chain(x: Any, steps: Sequence[Any]) -> Any:
     """Several gpufilt.ndimage filters, one after the other, on a dask
     array, with one exchange of halos: each block is read once, with the
@@ -592,15 +613,12 @@ def chain(x: Any, steps: Sequence[Any]) -> Any:
     """
     if not is_dask_array(x):
         raise TypeError(f"chain takes a dask array, not {type(x).__name__} (dask.array.from_array makes one)")
-    made = []
+    made = steps_of(steps, x.ndim)
     aligned = []
-    for item in steps:
-        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
-            raise ValueError(f"each step is (function, kwargs) or (function, kwargs, depth), not {item!r}")
-        function, kwargs = item[0], dict(item[1])
-        depth = item[2] if len(item) == 3 else None
-        step = _step(function, x.ndim, (), kwargs, depth)
-        made.append(step)
+    for item, step in zip(steps, made):
         if step.aligned:
-            aligned += _aligned_arrays(x, _function(function), (), kwargs)
+            aligned += _aligned_arrays(x, _function(item[0]), (), dict(item[1]))
     return _apply_steps(x, made, aligned)
+
+
+from ._zarr import filter_zarr  # noqa: E402 - it builds on this module's steps and halos
