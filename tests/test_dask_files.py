@@ -58,7 +58,13 @@ def stored_chunk_files(path):
                   if not f.startswith("zarr.json") and not f.startswith(".z"))
 
 
-def test_resume_writes_only_the_missing_units(tmp_path):
+@pytest.fixture
+def one_chunk_per_task(monkeypatch):
+    import gpufilt._zarr
+    monkeypatch.setattr(gpufilt._zarr, "TASK_BYTES", 1)
+
+
+def test_resume_writes_only_the_missing_units(tmp_path, one_chunk_per_task):
     source = make_source(tmp_path / "in.zarr")
     target = str(tmp_path / "out.zarr")
     filter_zarr(source, target, STEPS)
@@ -69,6 +75,26 @@ def test_resume_writes_only_the_missing_units(tmp_path):
     assert len(pending.__dask_graph__()) == 1 + len(files[::3])  # one task per missing unit, and the last
     out = pending.compute()
     assert stored_chunk_files(target) == files
+    np.testing.assert_allclose(out[:], expected_chain(VOLUME, STEPS), rtol=1e-6, atol=1e-6)
+
+
+def test_resume_with_tasks_of_many_chunks(tmp_path):
+    source = make_source(tmp_path / "in.zarr")
+    target = str(tmp_path / "out.zarr")
+    filter_zarr(source, target, STEPS)
+    files = stored_chunk_files(target)
+    assert len(filter_zarr(source, target, STEPS, resume=True, compute=False).__dask_graph__()) == 1
+    os.remove(os.path.join(target, files[len(files) // 2]))
+    pending = filter_zarr(source, target, STEPS, resume=True, compute=False)
+    assert len(pending.__dask_graph__()) == 2  # the task that holds the missing chunk
+    np.testing.assert_allclose(pending.compute()[:], expected_chain(VOLUME, STEPS), rtol=1e-6, atol=1e-6)
+    assert stored_chunk_files(target) == files
+
+
+@pytest.mark.parametrize("zarr_format, shards", [(3, None), (3, (10, 14, 8))])
+def test_one_chunk_per_task_equals_in_memory(tmp_path, one_chunk_per_task, zarr_format, shards):
+    source = make_source(tmp_path / "in.zarr", zarr_format, shards=shards)
+    out = filter_zarr(source, str(tmp_path / "out.zarr"), STEPS)
     np.testing.assert_allclose(out[:], expected_chain(VOLUME, STEPS), rtol=1e-6, atol=1e-6)
 
 

@@ -222,7 +222,12 @@ class _Step:
     fourier: bool = False
 
     def __call__(self, block, *aligned):
-        return self.function(block, **self.kwargs, **dict(zip(self.aligned, aligned)))
+        kwargs = self.kwargs
+        if kwargs.get("threads", 0) is None and isinstance(block, np.ndarray):
+            # Dask runs a task per worker thread already: a task using every
+            # core too would oversubscribe them (2x slower on two cores).
+            kwargs = {**kwargs, "threads": 1}
+        return self.function(block, **kwargs, **dict(zip(self.aligned, aligned)))
 
 
 def _ndimage():
