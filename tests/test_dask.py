@@ -213,6 +213,19 @@ def test_a_chain_reads_each_block_once():
     assert len(wrapped.__dask_graph__().layers) == 3  # a wrapped step, then one cut at the ends
 
 
+def test_pieces_of_one_array_join_without_a_copy():
+    from gpufilt.dask import _cut_and_join
+    a = np.arange(60.0).reshape(6, 10)
+    chunks = [[a[0:3, 0:4], a[0:3, 4:10]], [a[3:6, 0:4], a[3:6, 4:10]]]
+    pieces = [[(0, 1, 3), (1, 0, 3)], [(0, 2, 4), (1, 0, 5)]]
+    joined = _cut_and_join(chunks, pieces)
+    assert np.shares_memory(joined, a) and np.array_equal(joined, a[1:6, 2:9])
+    wrapped = _cut_and_join([[a[3:6, 0:4]], [a[0:3, 0:4]]], [[(1, 1, 3), (0, 0, 2)], [(0, 0, 4)]])
+    assert not np.shares_memory(wrapped, a) and np.array_equal(wrapped, a[[4, 5, 0, 1], 0:4])
+    copies = [[chunk.copy() for chunk in row] for row in chunks]
+    assert np.array_equal(_cut_and_join(copies, pieces), a[1:6, 2:9])
+
+
 def test_depth_of():
     assert gdask.depth_of("gaussian_filter", 2, sigma=2) == [(8, 8), (8, 8)]
     assert gdask.depth_of(ndimage.uniform_filter, 2, size=4, axes=1) == [(0, 0), (2, 1)]

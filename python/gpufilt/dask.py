@@ -365,15 +365,79 @@ def _library(array):
     return importlib.import_module("cupy" if type(array).__module__.startswith("cupy") else "numpy")
 
 
-def _cut_and_join(nested, pieces, axis=0, index=()):
+def _cut_and_join(nested, pieces):
     """One array from a nested list of chunks (one level per axis), each
-    cut to its piece: a view of the chunk when one chunk holds it all."""
-    if axis == len(pieces):
+    cut to its piece: a view, without a copy, where the pieces are views
+    of one array that tile a box of it (dask.array.from_array of an array in
+    memory), else a concatenation."""
+    cut = _cut(nested, pieces)
+    return _view_of_one_array(cut) if len(pieces) else cut
+
+
+def _cut(nested, pieces, index=()):
+    if len(index) == len(pieces):
         return nested[tuple(slice(lo, hi) for _, lo, hi in (pieces[a][i] for a, i in enumerate(index)))]
-    parts = [_cut_and_join(sub, pieces, axis + 1, index + (i,)) for i, sub in enumerate(nested)]
-    if len(parts) == 1:
-        return parts[0]
-    return _library(parts[0]).concatenate(parts, axis=axis)
+    return [_cut(sub, pieces, index + (i,)) for i, sub in enumerate(nested)]
+
+
+def _join(parts, axis=0):
+    if not isinstance(parts, list):
+        return parts
+    joined = [_join(sub, axis + 1) for sub in parts]
+    return joined[0] if len(joined) == 1 else _library(joined[0]).concatenate(joined, axis=axis)
+
+
+def _address(array):
+    return array.data.ptr if hasattr(array.data, "ptr") else array.__array_interface__["data"][0]
+
+
+def _first_leaf(item):
+    while isinstance(item, list):
+        item = item[0]
+    return item
+
+
+def _view_of_one_array(cut):
+    """The pieces as one view of the array they are all views of, when
+    they tile a box of it in order; else their concatenation."""
+    leaves, stack = [], [cut]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        else:
+            leaves.append(item)
+    first = _first_leaf(cut)
+    if len(leaves) == 1 or first.base is None or any(
+            leaf.base is not first.base or leaf.strides != first.strides for leaf in leaves):
+        return _join(cut)
+    # The box from the first piece on: inside the pieces' array when they
+    # tile it, which _tiles checks (each piece where the box puts it, and
+    # their lengths add up to the box's).
+    view = _library(first).lib.stride_tricks.as_strided(first, _joined_shape(cut), first.strides)
+    return view if _tiles(cut, view) else _join(cut)
+
+
+def _joined_shape(cut):
+    """The shape of the concatenation of a nested list of pieces."""
+    shape, level = list(_first_leaf(cut).shape), cut
+    for axis in range(len(shape)):
+        shape[axis] = sum(_first_leaf(part).shape[axis] for part in level)
+        level = level[0]
+    return tuple(shape)
+
+
+def _tiles(cut, view, axis=0, origin=None):
+    """Whether each piece sits in `view` where the concatenation puts it."""
+    origin = origin or [0] * view.ndim
+    if not isinstance(cut, list):
+        return _address(cut) == _address(view) + sum(o * st for o, st in zip(origin, view.strides))
+    at = list(origin)
+    for part in cut:
+        if not _tiles(part, view, axis + 1, at):
+            return False
+        at[axis] += _first_leaf(part).shape[axis]
+    return True
 
 
 @dataclass(frozen=True)
