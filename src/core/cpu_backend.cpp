@@ -1159,12 +1159,10 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   const int64_t grouped = c.group > 1 ? c.nz / c.group : c.nz;
   const int64_t wanted = std::max<int64_t>(threads, std::min<int64_t>(grouped, (ring ? 2 : 16) * threads));
   const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, wanted) : 1;
-#pragma omp parallel num_threads(threads) if (runs > 1)
-  {
+  parallel_region(runs > 1, threads, [&] {
     PlaneWorker<S, E, R> worker(c);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < runs; ++r) worker.planes(c.nz * r / runs, c.nz * (r + 1) / runs);
-  }
+    dynamic_loop(runs, 1, [&](int64_t r) { worker.planes(c.nz * r / runs, c.nz * (r + 1) / runs); });
+  });
 }
 
 // ---- 2-D chains in one sweep -----------------------------------------------------
@@ -1434,12 +1432,10 @@ void run_strip_chain(const StripChain<E>& c, int threads) {
   // preempts does not hold up the others): up to sixteen per thread, each at
   // least eight times the rows its ring first reads again.
   const int64_t runs = threads > 1 ? std::clamp<int64_t>(c.nz / (8 * c.across.taps), 1, 16 * threads) : 1;
-#pragma omp parallel num_threads(threads) if (runs > 1)
-  {
+  parallel_region(runs > 1, threads, [&] {
     StripWorker<S, E, R> worker(c);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < runs; ++r) worker.rows(c.nz * r / runs, c.nz * (r + 1) / runs);
-  }
+    dynamic_loop(runs, 1, [&](int64_t r) { worker.rows(c.nz * r / runs, c.nz * (r + 1) / runs); });
+  });
 }
 
 template <class S, class E, class R>
