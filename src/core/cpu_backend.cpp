@@ -652,11 +652,25 @@ MeanGroup<G> mean_group_kernel() {
 
 namespace {
 thread_local int call_threads = 0;  // set_cpu_call_threads
+
+// A thread count asked for (threads=, GPUFILT_NUM_THREADS, OMP_NUM_THREADS)
+// capped at kThreadsPerCpu per CPU this process may run on: libgomp ends the
+// process when it cannot start a thread (threads=10**6, or 1000 under a
+// memory limit), and more threads than that only contend.
+constexpr int64_t kThreadsPerCpu = 4;
+int capped_threads(int64_t asked) {
+#if defined(GPUFILT_OPENMP)
+  static const int64_t cap = kThreadsPerCpu * std::max(1, omp_get_num_procs());  // the affinity mask's CPUs
+#else
+  constexpr int64_t cap = 1;
+#endif
+  return (int)std::clamp<int64_t>(asked, 1, cap);
+}
 }  // namespace
 
-int set_cpu_call_threads(int threads) {
+int64_t set_cpu_call_threads(int64_t threads) {
   const int before = call_threads;
-  call_threads = threads > 0 ? std::min(threads, 4096) : 0;
+  call_threads = threads > 0 ? capped_threads(threads) : 0;
   return before;
 }
 
@@ -667,8 +681,8 @@ int cpu_max_threads() {
   // own count, which follows OMP_NUM_THREADS.
   static const int threads = [] {
     const char* text = std::getenv("GPUFILT_NUM_THREADS");
-    const long n = text ? std::strtol(text, nullptr, 10) : 0;
-    return n > 0 ? (int)std::min<long>(n, 4096) : omp_get_max_threads();
+    const long long n = text ? std::strtoll(text, nullptr, 10) : 0;
+    return capped_threads(n > 0 ? n : omp_get_max_threads());
   }();
   return threads;
 #else
