@@ -187,6 +187,17 @@ void set_geometry(ArrayDesc& d, int64_t ndim, const int64_t* shape, const int64_
   throw py::value_error(arg(name) + " is read-only; pass a writable array (jax arrays are immutable)");
 }
 
+// What every array imported for writing must be: writable, and with no two
+// elements in the same memory (a stride-0 or self-overlapping view), which
+// no filter can write correctly. Overlap with the inputs stays allowed.
+void check_writable(const ImportedArray& a, const char* name) {
+  if (a.readonly) read_only(name);
+  if (may_self_overlap(a.desc))
+    throw py::value_error(arg(name) + " has elements that overlap each other in memory (shape " +
+                          shape_string(a.desc) + ", strides " + strides_string(a.desc) +
+                          "); pass an array whose elements are distinct, such as a contiguous one");
+}
+
 // ---------------------------------------------------------------- DLPack ----
 
 DType dtype_from_dlpack(const dlpack::DataType& t, const char* name) {
@@ -648,7 +659,7 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
   ImportedArray a;
   a.owner = py::reinterpret_borrow<py::object>(obj);
   if (import_numpy(a, obj, name) || import_cupy(a, obj, name)) {
-    if (access == Access::Write && a.readonly) read_only(name);
+    if (access == Access::Write) check_writable(a, name);
     return a;
   }
   if (PyCapsule_CheckExact(obj.ptr())) {
@@ -684,7 +695,7 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
       }
     }
   }
-  if (access == Access::Write && a.readonly) read_only(name);
+  if (access == Access::Write) check_writable(a, name);
   return a;
 }
 
