@@ -72,7 +72,8 @@ def strided_views(draw, shape=None):
 
 
 @FUZZ
-@given(data=strided_views(), name=st.sampled_from(sorted(FILTERS)), mode=st.sampled_from(["reflect", "wrap", "constant"]))
+@given(data=strided_views(), name=st.sampled_from(sorted(FILTERS)),
+       mode=st.sampled_from(["reflect", "wrap", "constant"]))
 def test_any_view_filters_as_scipy_does(data, name, mode):
     base, view = data
     before = base.copy()

@@ -52,6 +52,16 @@ struct Region {
 // The region the calling thread is working in; null outside regions.
 inline thread_local Region* current_region = nullptr;
 
+// Makes `r` the calling thread's region for its lifetime (null: none, for a
+// region run serially, even inside another one's task).
+struct RegionScope {
+  Region* outer;
+  explicit RegionScope(Region* r) : outer(std::exchange(current_region, r)) {}
+  ~RegionScope() { current_region = outer; }
+  RegionScope(const RegionScope&) = delete;
+  RegionScope& operator=(const RegionScope&) = delete;
+};
+
 inline int thread_index() {
 #if defined(GPUFILT_OPENMP)
   return omp_get_thread_num();
@@ -72,20 +82,19 @@ inline int team_size() {
 // Calls `region` on `threads` OpenMP threads when `parallel`, else directly
 // on the calling thread (whose exceptions then simply propagate). `region`
 // shares its work out with one dynamic_loop or static_loop (below).
-template <class Region>
-void parallel_region(bool parallel, int threads, const Region& region) {
+template <class Fn>
+void parallel_region(bool parallel, int threads, const Fn& region) {
 #if defined(GPUFILT_OPENMP)
   if (parallel) {
     detail::Region shared;
 #pragma omp parallel num_threads(threads)
     {
-      detail::Region* outer = std::exchange(detail::current_region, &shared);
+      detail::RegionScope scope(&shared);
       try {
         region();
       } catch (...) {
         shared.fail();
       }
-      detail::current_region = outer;
     }
     if (shared.error) std::rethrow_exception(shared.error);
     return;
@@ -94,6 +103,7 @@ void parallel_region(bool parallel, int threads, const Region& region) {
   (void)parallel;
   (void)threads;
 #endif
+  detail::RegionScope scope(nullptr);
   region();
 }
 
