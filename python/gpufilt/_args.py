@@ -175,7 +175,7 @@ def check_threads(threads) -> int:
         raise TypeError(f"threads must be a positive integer or None, not {threads!r}")
     if threads < 1:
         raise ValueError(f"threads must be a positive integer or None, not {threads!r}")
-    return int(threads)
+    return min(int(threads), 1 << 31)  # fits C's int64; the kernels cap it at 4 per CPU (cpu_backend.cpp)
 
 
 def check_cval(cval, input_dtype: np.dtype):

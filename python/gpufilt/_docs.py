@@ -99,7 +99,8 @@ extra_keywords : dict, optional
     without waiting for the GPU. Ignored on the CPU.""",
     "threads": """threads : int, optional
     CPU threads for this call. Default: ``GPUFILT_NUM_THREADS``, else
-    ``OMP_NUM_THREADS``, else all cores. Ignored on the GPU.""",
+    ``OMP_NUM_THREADS``, else all cores; at most 4 per CPU the process may
+    run on. Ignored on the GPU.""",
     "size_grey": """size : int or sequence of ints, optional
     Shape of a flat box window; used where neither `footprint` nor
     `structure` is given.""",

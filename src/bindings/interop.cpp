@@ -131,12 +131,20 @@ bool dtype_of_kind(char kind, int64_t bytes, DType& out) {
   return false;
 }
 
-// Shape and byte strides into `d`, with the checks every protocol shares.
-void set_geometry(ArrayDesc& d, int64_t ndim, const int64_t* shape, const int64_t* strides,
-                  const char* name) {
+// Shape, byte strides and data pointer into `d`: the one place where a
+// foreign descriptor is checked before any of its memory is touched. Every
+// size, stride and offset product is computed in 64 bits with overflow
+// checks; a non-empty array needs a non-null pointer, and the bytes it
+// reaches (from `base` + `byte_offset`) must lie within the address space,
+// their span within int64. Errors are ValueError naming `name`.
+void set_geometry(ArrayDesc& d, int64_t ndim, const int64_t* shape, const int64_t* strides, const void* base,
+                  uint64_t byte_offset, const char* name) {
   if (ndim < 0 || ndim > kMaxDims)
     throw py::value_error(arg(name) + " has " + std::to_string(ndim) + " dimensions; gpufilt accepts 0 to " +
                           std::to_string(kMaxDims));
+  if (ndim > 0 && !shape)
+    throw py::value_error(arg(name) + " has " + std::to_string(ndim) + " dimensions and no shape");
+  auto overflow = [&](const char* what) { return py::value_error(arg(name) + " has " + what + " 64 bits"); };
   d.ndim = (int)ndim;
   const int64_t item = itemsize(d.dtype);
   int64_t elements = 1, contiguous = item;
@@ -147,19 +155,47 @@ void set_geometry(ArrayDesc& d, int64_t ndim, const int64_t* shape, const int64_
     if (d.strides[i] % item != 0)
       throw py::value_error(arg(name) + " has stride " + std::to_string(d.strides[i]) +
                             " bytes, not a multiple of its item size " + std::to_string(item));
-    if (shape[i] > 0 && contiguous > std::numeric_limits<int64_t>::max() / shape[i])
-      throw py::value_error(arg(name) + " has a shape whose size overflows 64 bits");
-    contiguous *= shape[i] > 0 ? shape[i] : 1;
+    if (__builtin_mul_overflow(contiguous, shape[i] > 0 ? shape[i] : 1, &contiguous) ||
+        __builtin_mul_overflow(elements, shape[i], &elements))
+      throw overflow("a shape whose size overflows");
   }
-  for (int64_t i = 0; i < ndim; ++i) {
-    if (shape[i] > 0 && elements > std::numeric_limits<int64_t>::max() / shape[i])
-      throw py::value_error(arg(name) + " has a shape whose size overflows 64 bits");
-    elements *= shape[i];
+  // The byte range [lo, hi) relative to the first element; none when empty.
+  int64_t lo = 0, hi = item;
+  for (int64_t i = 0; i < ndim && elements > 0; ++i) {
+    int64_t span;
+    if (__builtin_mul_overflow(shape[i] - 1, d.strides[i], &span) ||
+        __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      throw overflow("strides whose byte offsets overflow");
   }
+  int64_t extent;
+  if (__builtin_sub_overflow(hi, lo, &extent)) throw overflow("strides whose byte span overflows");
+  const uintptr_t address = reinterpret_cast<uintptr_t>(base);
+  uintptr_t first, high;
+  if (byte_offset > (uint64_t)std::numeric_limits<int64_t>::max() ||
+      __builtin_add_overflow(address, byte_offset, &first))
+    throw py::value_error(arg(name) + " has a byte offset " + std::to_string(byte_offset) +
+                          " that overflows its pointer");
+  if (elements > 0) {
+    if (first == 0) throw py::value_error(arg(name) + " has a null data pointer for a non-empty array");
+    if ((uintptr_t)0 - (uintptr_t)lo > first || __builtin_add_overflow(first, (uintptr_t)hi, &high))
+      throw py::value_error(arg(name) + " has strides that reach outside the address space from its pointer");
+  }
+  d.data = reinterpret_cast<char*>(first);
 }
 
 [[noreturn]] void read_only(const char* name) {
   throw py::value_error(arg(name) + " is read-only; pass a writable array (jax arrays are immutable)");
+}
+
+// What every array imported for writing must be: writable, and with no two
+// elements in the same memory (a stride-0 or self-overlapping view), which
+// no filter can write correctly. Overlap with the inputs stays allowed.
+void check_writable(const ImportedArray& a, const char* name) {
+  if (a.readonly) read_only(name);
+  if (may_self_overlap(a.desc))
+    throw py::value_error(arg(name) + " has elements that overlap each other in memory (shape " +
+                          shape_string(a.desc) + ", strides " + strides_string(a.desc) +
+                          "); pass an array whose elements are distinct, such as a contiguous one");
 }
 
 // ---------------------------------------------------------------- DLPack ----
@@ -200,9 +236,11 @@ void fill_from_dltensor(ImportedArray& a, const dlpack::Tensor& t, const char* n
   a.desc.dtype = dtype_from_dlpack(t.dtype, name);
   int64_t byte_strides[kMaxDims];
   if (t.strides && t.ndim <= kMaxDims)
-    for (int i = 0; i < t.ndim; ++i) byte_strides[i] = t.strides[i] * itemsize(a.desc.dtype);
-  set_geometry(a.desc, t.ndim, t.shape, t.strides ? byte_strides : nullptr, name);
-  a.desc.data = static_cast<char*>(t.data) + t.byte_offset;
+    for (int i = 0; i < t.ndim; ++i)
+      if (__builtin_mul_overflow(t.strides[i], itemsize(a.desc.dtype), &byte_strides[i]))
+        throw py::value_error(arg(name) + " has DLPack stride " + std::to_string(t.strides[i]) +
+                              " elements, whose bytes overflow 64 bits");
+  set_geometry(a.desc, t.ndim, t.shape, t.strides ? byte_strides : nullptr, t.data, t.byte_offset, name);
 }
 
 // Takes ownership of a "dltensor" or "dltensor_versioned" capsule: renames it
@@ -387,15 +425,12 @@ void import_cai(ImportedArray& a, py::handle cai_obj, const char* name, const Im
                             " entries for " + std::to_string(ndim) + " dimensions");
     for (int64_t i = 0; i < ndim; ++i) strides[i] = as_int(PyTuple_GET_ITEM(st.ptr(), i), name, "strides");
   }
-  set_geometry(a.desc, ndim, dims, has_strides ? strides : nullptr, name);
-
   py::tuple data = as_tuple(cai_item(cai, n.data), name, "data");
   if (data.size() != 2)
     throw py::value_error(arg(name) + ".__cuda_array_interface__['data'] must be (pointer, read_only)");
   int64_t ptr = as_int(PyTuple_GET_ITEM(data.ptr(), 0), name, "data");
-  if (ptr == 0 && a.desc.size() != 0)
-    throw py::value_error(arg(name) + ".__cuda_array_interface__ has a null pointer for a non-empty array");
-  a.desc.data = reinterpret_cast<char*>(static_cast<intptr_t>(ptr));
+  set_geometry(a.desc, ndim, dims, has_strides ? strides : nullptr,
+               reinterpret_cast<const void*>(static_cast<intptr_t>(ptr)), 0, name);
   const int readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data.ptr(), 1));
   if (readonly < 0) throw py::error_already_set();
   a.readonly = readonly != 0;
@@ -477,8 +512,7 @@ void import_buffer(ImportedArray& a, py::handle obj, const char* name, Access ac
     shape[i] = v->shape ? v->shape[i] : v->len / v->itemsize;
     strides[i] = v->strides ? v->strides[i] : 0;
   }
-  set_geometry(a.desc, v->ndim, shape, v->strides ? strides : nullptr, name);
-  a.desc.data = static_cast<char*>(v->buf);
+  set_geometry(a.desc, v->ndim, shape, v->strides ? strides : nullptr, v->buf, 0, name);
   a.desc.device = Device::CPU;
   a.readonly = v->readonly != 0;
   a.protocol = "buffer";
@@ -527,8 +561,7 @@ bool import_numpy(ImportedArray& a, py::handle obj, const char* name) {
   }
   a.desc.device = Device::CPU;
   a.desc.device_id = 0;
-  set_geometry(a.desc, arr->nd, shape, strides, name);
-  a.desc.data = arr->data;
+  set_geometry(a.desc, arr->nd, shape, strides, arr->data, 0, name);
   a.readonly = !(arr->flags & kWriteable);
   a.protocol = "numpy";
   return true;
@@ -612,8 +645,7 @@ bool import_cupy(ImportedArray& a, py::handle obj, const char* name) {
     PyErr_Clear();
     return false;
   }
-  set_geometry(a.desc, ndim, shape, strides, name);
-  a.desc.data = reinterpret_cast<char*>(static_cast<intptr_t>(ptr));
+  set_geometry(a.desc, ndim, shape, strides, reinterpret_cast<const void*>(static_cast<intptr_t>(ptr)), 0, name);
   a.desc.device = Device::CUDA;
   a.desc.device_id = (int)device_id;
   a.producer_stream = stream_ptr;  // 0, the legacy default stream, as CAI's 1 (stream_wait takes both)
@@ -627,7 +659,7 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
   ImportedArray a;
   a.owner = py::reinterpret_borrow<py::object>(obj);
   if (import_numpy(a, obj, name) || import_cupy(a, obj, name)) {
-    if (access == Access::Write && a.readonly) read_only(name);
+    if (access == Access::Write) check_writable(a, name);
     return a;
   }
   if (PyCapsule_CheckExact(obj.ptr())) {
@@ -663,7 +695,7 @@ ImportedArray import_array(py::handle obj, const char* name, Access access, cons
       }
     }
   }
-  if (access == Access::Write && a.readonly) read_only(name);
+  if (access == Access::Write) check_writable(a, name);
   return a;
 }
 

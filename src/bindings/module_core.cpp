@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -137,6 +139,19 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "gpufilt CPU kernels and array import";
   m.attr("__version__") = GPUFILT_VERSION;
   prepare_import();
+  // Allocation failures as MemoryError, as scipy's: std::bad_alloc (with a
+  // message saying what ran out) and std::length_error, which in gpufilt only
+  // a container asked for more than it can ever hold throws. (Translators
+  // are shared by both modules.)
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(PyExc_MemoryError, "gpufilt could not allocate the host memory this call needs");
+    } catch (const std::length_error&) {
+      PyErr_SetString(PyExc_MemoryError, "gpufilt would need more host memory for this call than can exist");
+    }
+  });
   register_kernels<CpuPolicy>(m);
   register_array_ops<CpuPolicy>(m);
   register_nn_ops<CpuPolicy>(m);

@@ -28,6 +28,26 @@ bool same_shape(const ArrayDesc& a, const ArrayDesc& b) {
   return true;
 }
 
+bool may_self_overlap(const ArrayDesc& a) {
+  if (a.size() <= 1) return false;
+  int64_t steps[kMaxDims], counts[kMaxDims];
+  int n = 0;
+  for (int i = 0; i < a.ndim; ++i) {
+    if (a.shape[i] == 1) continue;
+    // Insertion sort by |stride|: a handful of axes.
+    const int64_t step = a.strides[i] < 0 ? -a.strides[i] : a.strides[i];
+    int k = n++;
+    for (; k > 0 && steps[k - 1] > step; --k) steps[k] = steps[k - 1], counts[k] = counts[k - 1];
+    steps[k] = step, counts[k] = a.shape[i];
+  }
+  int64_t reach = itemsize(a.dtype);  // bytes the smaller axes span, from an element's first byte
+  for (int k = 0; k < n; ++k) {
+    if (steps[k] < reach) return true;
+    reach += steps[k] * (counts[k] - 1);
+  }
+  return false;
+}
+
 bool same_layout(const ArrayDesc& a, const ArrayDesc& b) {
   if (a.data != b.data || a.dtype != b.dtype || !same_shape(a, b)) return false;
   for (int i = 0; i < a.ndim; ++i)
@@ -51,6 +71,12 @@ std::string shape_string(const ArrayDesc& a) {
   std::string s = "(";
   for (int i = 0; i < a.ndim; ++i) s += std::to_string(a.shape[i]) + (a.ndim == 1 ? "," : i + 1 < a.ndim ? ", " : "");
   return s + ")";
+}
+
+std::string strides_string(const ArrayDesc& a) {
+  ArrayDesc s = a;
+  for (int i = 0; i < a.ndim; ++i) s.shape[i] = a.strides[i];
+  return shape_string(s);
 }
 
 ArrayDesc broadcast_view(const ArrayDesc& a, const ArrayDesc& shape_of, const char* name) {

@@ -42,6 +42,13 @@ bool same_layout(const ArrayDesc& a, const ArrayDesc& b);
 
 bool same_shape(const ArrayDesc& a, const ArrayDesc& b);
 
+// True when two elements of `a` may share memory (a stride 0, or strides
+// that interleave). numpy's conservative test: with the axes of more than
+// one element sorted by |stride|, each |stride| must reach past everything
+// the smaller axes span; else true. False for arrays of at most one element.
+// Assumes the byte extent fits in int64 (the importer checked it).
+bool may_self_overlap(const ArrayDesc& a);
+
 // Descriptor of a C-contiguous array of the given dtype over `data`.
 ArrayDesc contiguous_like(const ArrayDesc& shape_of, DType dtype, char* data);
 
@@ -50,8 +57,9 @@ ArrayDesc contiguous_like(const ArrayDesc& shape_of, DType dtype, char* data);
 // Throws std::invalid_argument naming `name` when the shapes do not broadcast.
 ArrayDesc broadcast_view(const ArrayDesc& a, const ArrayDesc& shape_of, const char* name);
 
-// "(2, 3)": a shape as numpy prints it, for error messages.
+// "(2, 3)": a shape as numpy prints it, for error messages; strides alike.
 std::string shape_string(const ArrayDesc& a);
+std::string strides_string(const ArrayDesc& a);
 
 // The real or imaginary part (component 0 or 1) of a complex array, as a view.
 ArrayDesc complex_component(const ArrayDesc& a, int component);

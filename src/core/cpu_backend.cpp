@@ -30,6 +30,9 @@ using namespace cpu;
 constexpr int64_t kLanes = 64;
 // Results buffered between stores (doubles), small enough to stay in L1.
 constexpr int64_t kChunk = 1024;
+// The most bytes a thread's extended lines take before lanes give way to one
+// line at a time (see run_line_pass).
+constexpr int64_t kLaneBufferBytes = 16 << 20;
 
 // Rows of a block are far apart in memory, too far for the hardware
 // prefetchers: the row kAhead rows on is requested while one is loaded.
@@ -649,11 +652,25 @@ MeanGroup<G> mean_group_kernel() {
 
 namespace {
 thread_local int call_threads = 0;  // set_cpu_call_threads
+
+// A thread count asked for (threads=, GPUFILT_NUM_THREADS, OMP_NUM_THREADS)
+// capped at kThreadsPerCpu per CPU this process may run on: libgomp ends the
+// process when it cannot start a thread (threads=10**6, or 1000 under a
+// memory limit), and more threads than that only contend.
+constexpr int64_t kThreadsPerCpu = 4;
+int capped_threads(int64_t asked) {
+#if defined(GPUFILT_OPENMP)
+  static const int64_t cap = kThreadsPerCpu * std::max(1, omp_get_num_procs());  // the affinity mask's CPUs
+#else
+  constexpr int64_t cap = 1;
+#endif
+  return (int)std::clamp<int64_t>(asked, 1, cap);
+}
 }  // namespace
 
-int set_cpu_call_threads(int threads) {
+int64_t set_cpu_call_threads(int64_t threads) {
   const int before = call_threads;
-  call_threads = threads > 0 ? std::min(threads, 4096) : 0;
+  call_threads = threads > 0 ? capped_threads(threads) : 0;
   return before;
 }
 
@@ -664,8 +681,8 @@ int cpu_max_threads() {
   // own count, which follows OMP_NUM_THREADS.
   static const int threads = [] {
     const char* text = std::getenv("GPUFILT_NUM_THREADS");
-    const long n = text ? std::strtol(text, nullptr, 10) : 0;
-    return n > 0 ? (int)std::min<long>(n, 4096) : omp_get_max_threads();
+    const long long n = text ? std::strtoll(text, nullptr, 10) : 0;
+    return capped_threads(n > 0 ? n : omp_get_max_threads());
   }();
   return threads;
 #else
@@ -685,7 +702,12 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   const int64_t in_stride = in.strides[pass.axis], out_stride = out.strides[pass.axis];
   const int64_t width = lane < 0 ? 1 : in.shape[lane];  // lines side by side along the lane axis
   const int64_t in_lane = lane < 0 ? 0 : in.strides[lane], out_lane = lane < 0 ? 0 : out.strides[lane];
-  const int64_t max_lanes = std::min(width, kLanes * 8 / (int64_t)sizeof(E)), blocks = (width + max_lanes - 1) / max_lanes;
+  // Lanes multiply the extended line: where a window much longer than the
+  // line makes that large, one lane, so that buffers stay near scipy's (a
+  // (4, 5) array's uniform_filter with size 10**8 took 3.9 GB, scipy 0.8).
+  const bool long_window = taps > n && (n + taps) * kLanes * 8 > kLaneBufferBytes;
+  const int64_t max_lanes = long_window ? 1 : std::min(width, kLanes * 8 / (int64_t)sizeof(E)),
+                blocks = (width + max_lanes - 1) / max_lanes;
   const std::vector<E> weights(pass.weights.begin(), pass.weights.end());
   const RowPass<E> row_pass{pass.kind, weights.data(), taps, pass.size, pass.symmetry()};
   const FilterRows<E> filter_rows = row_kernel<E>();
@@ -1159,12 +1181,10 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   const int64_t grouped = c.group > 1 ? c.nz / c.group : c.nz;
   const int64_t wanted = std::max<int64_t>(threads, std::min<int64_t>(grouped, (ring ? 2 : 16) * threads));
   const int64_t runs = threads > 1 ? std::min<int64_t>(c.nz, wanted) : 1;
-#pragma omp parallel num_threads(threads) if (runs > 1)
-  {
+  parallel_region(runs > 1, threads, [&] {
     PlaneWorker<S, E, R> worker(c);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < runs; ++r) worker.planes(c.nz * r / runs, c.nz * (r + 1) / runs);
-  }
+    dynamic_loop(runs, 1, [&](int64_t r) { worker.planes(c.nz * r / runs, c.nz * (r + 1) / runs); });
+  });
 }
 
 // ---- 2-D chains in one sweep -----------------------------------------------------
@@ -1434,12 +1454,10 @@ void run_strip_chain(const StripChain<E>& c, int threads) {
   // preempts does not hold up the others): up to sixteen per thread, each at
   // least eight times the rows its ring first reads again.
   const int64_t runs = threads > 1 ? std::clamp<int64_t>(c.nz / (8 * c.across.taps), 1, 16 * threads) : 1;
-#pragma omp parallel num_threads(threads) if (runs > 1)
-  {
+  parallel_region(runs > 1, threads, [&] {
     StripWorker<S, E, R> worker(c);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < runs; ++r) worker.rows(c.nz * r / runs, c.nz * (r + 1) / runs);
-  }
+    dynamic_loop(runs, 1, [&](int64_t r) { worker.rows(c.nz * r / runs, c.nz * (r + 1) / runs); });
+  });
 }
 
 template <class S, class E, class R>

@@ -26,12 +26,12 @@ class CpuBackend final : public LineBackend {
 
 // Threads the CPU kernels use: the calling thread's override (below) if
 // set, else GPUFILT_NUM_THREADS if set, else OpenMP's count
-// (OMP_NUM_THREADS); 1 without OpenMP. The environment is read once, at the
-// first call.
+// (OMP_NUM_THREADS); 1 without OpenMP. Each is capped at 4 per CPU of the
+// process's affinity mask. The environment is read once, at the first call.
 int cpu_max_threads();
 
-// Sets the calling thread's override (the `threads=` of a filter call; 0:
-// none) and returns the one before.
-int set_cpu_call_threads(int threads);
+// Sets the calling thread's override (the `threads=` of a filter call,
+// capped as above; 0: none) and returns the one before.
+int64_t set_cpu_call_threads(int64_t threads);
 
 }  // namespace gpufilt

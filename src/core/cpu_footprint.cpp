@@ -420,11 +420,12 @@ struct Scratch {
   BoxBuffers<E> box;
   RowCache<E> rows;
   std::vector<E> result, values, block;
-  Scratch(const LinePlan& plan, int64_t n, int64_t taps, bool box_kernel)
+  // rank_values: what a rank's selection sorts (reduce_line): 0 for other reductions.
+  Scratch(const LinePlan& plan, int64_t n, int64_t rank_values, bool box_kernel)
       : box(box_kernel ? BoxBuffers<E>(n, plan.rows.size(), plan.left + plan.right + 1) : BoxBuffers<E>()),
         rows(plan.rows.size(), box_kernel ? 2 * box.half : n + plan.left + plan.right),
         result(n),
-        values(box_kernel ? 0 : taps * kNetworkWidth<E>) {}
+        values(box_kernel ? 0 : rank_values) {}
 };
 
 // The value of rank `rank` in each window of a box footprint over uint8 data
@@ -734,10 +735,15 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   // Dynamic chunks of consecutive lines (~16 per thread): a thread that the
   // OS preempts does not hold up the others, and within a chunk each input
   // line is read once.
+  // A rank sorts the taps of kNetworkWidth outputs at once through a
+  // selection network, else of one output at a time (a 3000 x 3000 median
+  // had taken 512 bytes a tap a thread: 10.4 GB on a 4 x 5 array).
+  const int64_t rank_values =
+      f.reduce != Reduce::Rank ? 0 : network.usable() ? f.taps() * kNetworkWidth<E> : f.taps();
   const int threads = cpu_max_threads();
   const int64_t grain = std::max<int64_t>(1, lines.count / (16 * threads));
   parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
-    Scratch<E> s(plan, n, weighted_sum ? 0 : f.taps(), box != nullptr);  // taps: the rank scratch's
+    Scratch<E> s(plan, n, rank_values, box != nullptr);
     std::vector<RowKey> wanted(rows), next(rows);
     std::vector<const E*> tap_src(weighted_sum ? f.taps() : 0);  // weighted_sum_line's inputs
     auto read_row = [&](RowKey key, E* buffer) {

@@ -134,6 +134,22 @@ void check_pass(const ArrayDesc& a, const LinePass& pass) {
                                 "; origin must satisfy -(size // 2) <= origin <= (size - 1) // 2");
 }
 
+// A minimum or maximum whose window reaches further past a line of n
+// elements than any mode's extension takes to repeat itself (a period of at
+// most 2n: reflect 2n, mirror 2n - 2, wrap n; nearest and constant repeat
+// one value) sees every value of the line and its extension either way, as
+// does a window reaching 2n to that side: that one is used, so that buffers
+// follow the line, not the window (size=10**9 on 256 lines had asked for
+// gigabytes per thread; scipy raises MemoryError).
+void bound_window(LinePass& pass, int64_t n) {
+  if (pass.kind != LineKind::Minimum && pass.kind != LineKind::Maximum) return;
+  const int64_t left = pass.left(), right = pass.taps() - 1 - left;
+  if (left <= 2 * n && right <= 2 * n) return;
+  const int64_t new_left = std::min(left, 2 * n);
+  pass.size = new_left + std::min(right, 2 * n) + 1;
+  pass.origin = new_left - pass.size / 2;  // keeps left() at new_left
+}
+
 }  // namespace
 
 ArrayDesc copy_to_temp(LineBackend& backend, const ArrayDesc& in, std::unique_ptr<TempBuffer>& holder) {
@@ -152,6 +168,7 @@ void run_separable(LineBackend& backend, ArrayDesc in, const ArrayDesc& out,
                                 ": complex input needs a complex output and real input a real one");
   for (const LinePass& pass : passes) check_pass(in, pass);
   if (in.size() == 0) return;
+  for (LinePass& pass : passes) bound_window(pass, in.shape[pass.axis]);
   if (std::any_of(passes.begin(), passes.end(), [](const LinePass& p) { return p.may_cancel(); }))
     for (LinePass& pass : passes) pass.in_derivative_chain = true;
 
