@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import numbers
 import operator
+import os
+import sys
 import warnings
 from collections.abc import Iterable
 
@@ -16,6 +18,19 @@ try:
     from numpy.exceptions import AxisError
 except ImportError:  # numpy < 1.25
     AxisError = np.AxisError
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_caller(message, category=UserWarning):
+    """warnings.warn pointed at the caller's line: the first frame outside
+    gpufilt, however deep inside it (and behind its dask wrapper) the
+    warning is raised."""
+    frame, level = sys._getframe(1), 2  # level 2: warn_at_caller's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
 
 # scipy.ndimage's filter mode codes (_extend_mode_to_code with is_filter=True).
 MODES = {
@@ -193,6 +208,6 @@ def result_dtype(output_dtype, input_dtype: np.dtype, complex_output: bool) -> n
         dtype = input_dtype
         return np.promote_types(dtype, np.complex64) if complex_output else dtype
     if complex_output and output_dtype.kind != "c":
-        warnings.warn("promoting specified output dtype to complex", stacklevel=4)
+        warn_at_caller("promoting specified output dtype to complex")
         return np.promote_types(output_dtype, np.complex64)
     return output_dtype

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import operator
-import warnings
 from typing import Any
 
 import numpy as np
@@ -239,7 +238,7 @@ def grey_dilation(input: Any, size: Any = None, footprint: Any = None, structure
 
 def _warn_size_ignored(size, footprint):
     if size is not None and footprint is not None:
-        warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=3)
+        _args.warn_at_caller("ignoring size because footprint is set")
 
 
 @_docs.filter_doc(

@@ -25,7 +25,6 @@ import importlib
 import inspect
 import itertools
 import numbers
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -530,8 +529,8 @@ def _halo_run(x, aligned, steps, meta):
 
 def _whole_run(x, aligned, step, meta):
     """A step that may read the whole array, on the whole array as one block."""
-    warnings.warn(f"{step.function.__name__}: any element may depend on any other, so the whole array "
-                  f"({x.nbytes / 2**20:.0f} MiB) is gathered into one block", WholeArrayWarning, stacklevel=4)
+    _args.warn_at_caller(f"{step.function.__name__}: any element may depend on any other, so the whole array "
+                         f"({x.nbytes / 2**20:.0f} MiB) is gathered into one block", WholeArrayWarning)
     whole = [a.rechunk(a.shape) for a in (x, *aligned)]
     result = whole[0].map_blocks(step, *whole[1:], meta=meta)
     return result.rechunk(x.chunks)

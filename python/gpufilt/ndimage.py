@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -695,7 +694,7 @@ def _footprint_mask(size, footprint, axes, ndim_image):
     """The boolean footprint over `axes` from scipy's size/footprint pair."""
     if footprint is not None:
         if size is not None:
-            warnings.warn("ignoring size because footprint is set", UserWarning, stacklevel=5)
+            _args.warn_at_caller("ignoring size because footprint is set")
         return np.asarray(_dispatch.on_host(footprint, "footprint"), dtype=bool)
     if size is None:
         raise ValueError("no footprint or filter size provided: pass size= or footprint=")
