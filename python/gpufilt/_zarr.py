@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -175,7 +176,9 @@ def _task_shape(target, reach):
     unit = list(target.shards or target.chunks)
     shape = list(unit)
     itemsize = target.dtype.itemsize
-    while math.prod(shape) * itemsize < TASK_BYTES:
+    # ... and small enough that every core gets two tasks, where the volume allows
+    goal = min(TASK_BYTES, math.prod(target.shape) * itemsize / (2 * (os.cpu_count() or 1)))
+    while math.prod(shape) * itemsize < goal:
         growable = [ax for ax in range(len(shape)) if shape[ax] < target.shape[ax]]
         if not growable:
             break
