@@ -58,20 +58,14 @@ def stored_chunk_files(path):
                   if not f.startswith("zarr.json") and not f.startswith(".z"))
 
 
-@pytest.fixture
-def one_chunk_per_task(monkeypatch):
-    import gpufilt._zarr
-    monkeypatch.setattr(gpufilt._zarr, "TASK_BYTES", 1)
-
-
-def test_resume_writes_only_the_missing_units(tmp_path, one_chunk_per_task):
+def test_resume_writes_only_the_missing_units(tmp_path):
     source = make_source(tmp_path / "in.zarr")
     target = str(tmp_path / "out.zarr")
     filter_zarr(source, target, STEPS)
     files = stored_chunk_files(target)
     for name in files[::3]:  # an interrupted run: a third of the chunks missing
         os.remove(os.path.join(target, name))
-    pending = filter_zarr(source, target, STEPS, resume=True, compute=False)
+    pending = filter_zarr(source, target, STEPS, resume=True, compute=False, task_bytes=0)
     assert len(pending.__dask_graph__()) == 1 + len(files[::3])  # one task per missing unit, and the last
     out = pending.compute()
     assert stored_chunk_files(target) == files
@@ -92,9 +86,9 @@ def test_resume_with_tasks_of_many_chunks(tmp_path):
 
 
 @pytest.mark.parametrize("zarr_format, shards", [(3, None), (3, (10, 14, 8))])
-def test_one_chunk_per_task_equals_in_memory(tmp_path, one_chunk_per_task, zarr_format, shards):
+def test_one_chunk_per_task_equals_in_memory(tmp_path, zarr_format, shards):
     source = make_source(tmp_path / "in.zarr", zarr_format, shards=shards)
-    out = filter_zarr(source, str(tmp_path / "out.zarr"), STEPS)
+    out = filter_zarr(source, str(tmp_path / "out.zarr"), STEPS, task_bytes=0)
     np.testing.assert_allclose(out[:], expected_chain(VOLUME, STEPS), rtol=1e-6, atol=1e-6)
 
 

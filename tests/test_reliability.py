@@ -16,9 +16,12 @@ import pytest
 
 # The child's prelude: the gpufilt under test (the parent's), a memory cap,
 # and `done(outcome)`, the last line a passing child prints.
+# Under tools/sanitize_cpu.sh (GPUFILT_SANITIZED) ASan's shadow memory needs
+# terabytes of address space: no RLIMIT_AS there; ASan's own cap on one
+# allocation (max_allocation_size_mb) stands in for it.
 PRELUDE = """
-import resource, sys
-if {limit}:
+import os, resource, sys
+if {limit} and not os.environ.get("GPUFILT_SANITIZED"):
     resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 import numpy as np
 import scipy.ndimage as sp

@@ -90,7 +90,8 @@ def _open_or_create(target, source, dtype, chunks, shards, resume):
 
 
 def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any = None, shards: Any = "source",
-                resume: bool = False, device: str = "cpu", compute: bool = True) -> Any:
+                resume: bool = False, device: str = "cpu", task_bytes: int | None = None,
+                compute: bool = True) -> Any:
     """Filter a zarr array into another, out of core: each task reads one
     unit of the target plus the halo straight from the source store,
     filters it, and writes that unit whole.
@@ -117,6 +118,11 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
     device : {"cpu", "gpu"}, optional
         Where the filters run: numpy blocks on the CPU, or cupy blocks on
         the current GPU (the block moves to it and back: the data is on disk).
+    task_bytes : int, optional
+        About how much of the target one task writes (whole chunks or
+        shards, at least one): default 64 MiB, so that the halo's decoding
+        of neighbouring chunks is small beside the task's own; 0 gives one
+        chunk or shard a task. A worker holds about three times this.
     compute : bool, optional
         Run now with dask's current scheduler (default), or return a
         dask.delayed.Delayed that runs it.
@@ -154,7 +160,7 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
     library = importlib.import_module("cupy" if device == "gpu" else "numpy")
     dtype = np.dtype(gdask._meta(library, source.ndim, source.dtype, made)[-1].dtype)
     target = _open_or_create(target, source, dtype, chunks, shards, resume)
-    units = _units(source, target, made, resume, device)
+    units = _units(source, target, made, resume, device, TASK_BYTES if task_bytes is None else task_bytes)
     done = dask.delayed(_written, pure=False)(target, *[dask.delayed(u, pure=False)() for u in units])
     return done.compute() if compute else done
 
@@ -163,21 +169,22 @@ def _written(target, *units):
     return target
 
 
-# A task's share of the target: whole chunks (or shards) grown to about this
-# many bytes, so that the halo, which costs a decode of every neighbouring
-# chunk it touches, is small beside it (a 32x128x128 chunk alone spent 5x
-# a copy's time decoding its neighbours).
+# A task's share of the target by default: whole chunks (or shards) grown
+# to about this many bytes, so that the halo, which costs a decode of every
+# neighbouring chunk it touches, is small beside it (one 32x128x128 chunk a
+# task spent 4-6x a zarr copy's time, mostly decoding its neighbours).
 TASK_BYTES = 64 * 2**20
 
 
-def _task_shape(target, reach):
+def _task_shape(target, reach, task_bytes):
     """The target region one task writes: a whole number of chunks (or
-    shards) on every axis, grown along the axes with the most halo first."""
+    shards) on every axis, grown along the axes with the most halo first
+    to about task_bytes, and small enough that every core gets two tasks
+    where the volume allows."""
     unit = list(target.shards or target.chunks)
     shape = list(unit)
     itemsize = target.dtype.itemsize
-    # ... and small enough that every core gets two tasks, where the volume allows
-    goal = min(TASK_BYTES, math.prod(target.shape) * itemsize / (2 * (os.cpu_count() or 1)))
+    goal = min(task_bytes, math.prod(target.shape) * itemsize / (2 * (os.cpu_count() or 1)))
     while math.prod(shape) * itemsize < goal:
         growable = [ax for ax in range(len(shape)) if shape[ax] < target.shape[ax]]
         if not growable:
@@ -187,10 +194,10 @@ def _task_shape(target, reach):
     return shape
 
 
-def _units(source, target, steps, resume, device):
+def _units(source, target, steps, resume, device, task_bytes):
     """The target's units left to write, as tasks."""
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(source.ndim)]
-    task = _task_shape(target, reach)
+    task = _task_shape(target, reach, task_bytes)
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(source.ndim)]
     written = _written_units(target) if resume else set()
     tasks = []

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _args
+from . import _args, _dispatch
 
 __all__ = ["WholeArrayWarning", "chain", "depth_of", "filter_zarr", "is_dask_array"]
 
@@ -244,7 +244,7 @@ def _function(function):
     return function
 
 
-def _bound(function, ndim, args, kwargs):
+def _bound(function, args, kwargs):
     """The call's arguments by scipy's names, defaults applied, input left out."""
     signature = inspect.signature(function)
     try:
@@ -293,9 +293,9 @@ def _step(function, ndim, args=(), kwargs=None, depth=None):
     if not known and depth is None:
         raise ValueError(f"{function!r} is not a gpufilt.ndimage function: give its depth (the elements it reads on "
                          "each side of an output: 0 for an element-wise function)")
-    arguments = _bound(function, ndim, args, kwargs) if known else dict(kwargs)
+    arguments = _bound(function, args, kwargs) if known else dict(kwargs)
     output = arguments.get("output")
-    if output is not None and not _args_is_dtype(output):
+    if output is not None and not _dispatch._is_dtype_like(output):
         raise ValueError("output= an array is not possible with dask arrays (they are immutable): give a dtype, "
                          "or write the result with dask.array.store")
     if arguments.get("stream") is not None:
@@ -315,14 +315,6 @@ def _step(function, ndim, args=(), kwargs=None, depth=None):
     if reach is None:
         return _Step(function, arguments, None, (False,) * ndim, aligned)
     return _Step(function, arguments, tuple(reach), _wrapped_axes(ndim, arguments, reach), aligned)
-
-
-def _args_is_dtype(output):
-    try:
-        np.dtype(output)
-    except TypeError:
-        return False
-    return isinstance(output, (type, np.dtype, str))
 
 
 def depth_of(function, ndim: int, *args, **kwargs) -> list[tuple[int, int]]:
@@ -610,7 +602,7 @@ def _apply_steps(x, steps, aligned):
 def _aligned_arrays(x, function, args, kwargs):
     """The arrays (masks) laid over x that a call passes, as dask arrays of x's chunks."""
     da = _dask_array()
-    arguments = _bound(function, x.ndim, args, kwargs)
+    arguments = _bound(function, args, kwargs)
     arrays = []
     for name in _ALIGNED:
         value = arguments.get(name)
