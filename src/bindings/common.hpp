@@ -15,6 +15,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -63,14 +64,17 @@ template <class Policy>
 struct ReleaseGilFor {
   static constexpr int64_t kMinCpuReads = 65536;
   ReleaseGilFor(const ArrayDesc& a, int64_t taps) {
-    if (Policy::device != Device::CPU || a.size() * std::max<int64_t>(taps, 1) >= kMinCpuReads) nogil.emplace();
+    const int64_t t = std::max<int64_t>(taps, 1);  // size * t may overflow: divide instead (UBSan)
+    if (Policy::device != Device::CPU || a.size() >= (kMinCpuReads + t - 1) / t) nogil.emplace();
   }
   std::optional<py::gil_scoped_release> nogil;
 };
 
+// The taps of all passes, saturating at INT64_MAX (windows may be huge).
 inline int64_t total_taps(const std::vector<LinePass>& passes) {
   int64_t taps = 0;
-  for (const LinePass& p : passes) taps += p.taps();
+  for (const LinePass& p : passes)
+    if (__builtin_add_overflow(taps, p.taps(), &taps)) return INT64_MAX;
   return taps;
 }
 

@@ -705,7 +705,7 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   // Lanes multiply the extended line: where a window much longer than the
   // line makes that large, one lane, so that buffers stay near scipy's (a
   // (4, 5) array's uniform_filter with size 10**8 took 3.9 GB, scipy 0.8).
-  const bool long_window = taps > n && (n + taps) * kLanes * 8 > kLaneBufferBytes;
+  const bool long_window = taps > n && n + taps > kLaneBufferBytes / (kLanes * 8);  // divided: no overflow
   const int64_t max_lanes = long_window ? 1 : std::min(width, kLanes * 8 / (int64_t)sizeof(E)),
                 blocks = (width + max_lanes - 1) / max_lanes;
   const std::vector<E> weights(pass.weights.begin(), pass.weights.end());
