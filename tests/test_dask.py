@@ -141,6 +141,13 @@ def test_a_halo_wider_than_the_array():
         run_both("gaussian_filter", data, (1, 4), sigma=9.0, mode=mode)
 
 
+def test_zero_dimensions_and_empty_arrays():
+    assert_same(ndimage.gaussian_filter(da.from_array(np.array(3.0)), 1.0).compute(),
+                ndimage.gaussian_filter(np.array(3.0), 1.0))
+    assert_same(ndimage.uniform_filter(da.from_array(np.zeros((0, 5)), chunks=2), 3).compute(),
+                ndimage.uniform_filter(np.zeros((0, 5)), 3))
+
+
 def test_three_dimensions_and_output_dtypes():
     data = rng.standard_normal((7, 6, 5))
     run_both("gaussian_filter", data, (2, 3, 1), sigma=1.0, mode="wrap", output=np.float32)

@@ -446,7 +446,7 @@ class _Block:
         for step in self.steps:
             block = step(block, *aligned[:len(step.aligned)])
             aligned = aligned[len(step.aligned):]
-        return block[self.own]
+        return block[self.own] if self.own else block  # a 0-d block stays an array
 
 
 def _ranges(n, first, stop, before, after, wrap):
