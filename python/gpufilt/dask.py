@@ -454,6 +454,10 @@ def _ranges(n, first, stop, before, after, wrap):
     read: contiguous ranges [lo, hi) of the array in order, and where those
     elements start in what the ranges hold."""
     lo, hi = first - before, stop + after
+    if wrap and hi - lo >= n:
+        # The whole axis: the filter's own wrap mode then reads across the
+        # ends as far as it needs (a halo wider than the array would repeat it).
+        return [(0, n)], first
     if not wrap:
         # A block at an end also reads what the mode reflects back from
         # inside the array ('mirror', 'reflect'): up to the reach beyond
@@ -467,7 +471,7 @@ def _ranges(n, first, stop, before, after, wrap):
         lo, hi = max(0, lo), min(n, hi)
     ranges = []
     g = lo
-    while g < hi:  # across the ends, as often as a wide halo wraps
+    while g < hi:  # across an end (at most once each side: see above)
         at = g % n
         take = min(hi - g, n - at)
         ranges.append((at, at + take))
@@ -608,11 +612,12 @@ def _aligned_arrays(x, function, args, kwargs):
         value = arguments.get(name)
         if value is None:
             continue
+        if not hasattr(value, "shape"):
+            value = np.asarray(value)
+        if tuple(value.shape) != x.shape:
+            raise ValueError(f"{name} has shape {tuple(value.shape)}, the input {x.shape}: they must be equal")
         if not is_dask_array(value):
-            value = da.from_array(value, chunks=x.chunks) if hasattr(value, "shape") else \
-                da.from_array(np.asarray(value), chunks=x.chunks)
-        if value.shape != x.shape:
-            raise ValueError(f"{name} has shape {value.shape}, the input {x.shape}: they must be equal")
+            value = da.from_array(value, chunks=x.chunks)
         arrays.append(value)
     return arrays
 
