@@ -86,3 +86,81 @@ def test_skipped_taps_never_read_non_finite_values(name, rng):
     finite = np.isfinite(on_cpu)
     assert_matches(got[finite], on_cpu[finite])
     np.testing.assert_array_equal(got[~finite], on_cpu[~finite])
+
+
+BOX_SIZES = [2, 5, 7, 8, 9, 16, 21, 40, 65]
+
+
+@pytest.mark.parametrize("size", BOX_SIZES)
+@pytest.mark.parametrize("name", ["minimum_filter1d", "maximum_filter1d"])
+def test_box_extremes_order_of_nan_and_signed_zeros(name, size, rng):
+    """NaN, infinities and signed zeros anywhere in windows of any size: the
+    CPU's running comparison, bit for bit (a window whose first tap is NaN
+    gives that NaN, other NaN lose to every number, the first of equal
+    values wins), along the column and the row kernels."""
+    x = rng.choice(np.array([-1.0, -0.0, 0.0, 1.0, np.inf, -np.inf, np.nan, 2.0]), size=(37, 300))
+    for dtype in ("float32", "float64", "float16"):
+        host = x.astype(dtype)
+        for axis in (0, 1):
+            for mode in ("nearest", "constant", "wrap"):
+                kwargs = dict(axis=axis, mode=mode, cval=-0.0, origin=int(rng.integers(-(size // 2), (size - 1) // 2 + 1)))
+                got = cupy.asnumpy(getattr(gnd, name)(cupy.asarray(host), size, **kwargs))
+                on_cpu = getattr(gnd, name)(host, size, **kwargs)
+                np.testing.assert_array_equal(got, on_cpu)
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(on_cpu))
+
+
+def _direct_means(x, size, axis, mode, cval):
+    """Each window's mean summed directly in float64 (no running sum)."""
+    pad_mode = {"nearest": "edge", "wrap": "wrap", "reflect": "symmetric", "mirror": "reflect",
+                "constant": "constant"}[mode]
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (size // 2, size - 1 - size // 2)
+    extra = {"constant_values": cval} if mode == "constant" else {}
+    padded = np.pad(x.astype(np.float64), widths, mode=pad_mode, **extra)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, size, axis=axis)
+    with np.errstate(invalid="ignore"):
+        return windows.sum(axis=-1) / size
+
+
+@pytest.mark.parametrize("size", BOX_SIZES)
+def test_box_means_of_non_finite_values(size, rng):
+    """Each mean is the window's direct sum's: inf, -inf or NaN only while
+    they are in the window (a running sum would carry NaN on after an
+    infinity left it)."""
+    x = rng.standard_normal((37, 300))
+    x[rng.random(x.shape) < 0.02] = np.inf
+    x[rng.random(x.shape) < 0.02] = -np.inf
+    x[rng.random(x.shape) < 0.01] = np.nan
+    for dtype in ("float32", "float64"):
+        host = x.astype(dtype)
+        for axis in (0, 1):
+            for mode in ("nearest", "constant", "reflect"):
+                got = cupy.asnumpy(gnd.uniform_filter1d(cupy.asarray(host), size, axis=axis, mode=mode, cval=0.5))
+                want = _direct_means(host, size, axis, mode, 0.5).astype(dtype)
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+                np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+                finite = np.isfinite(want)
+                assert_matches(got[finite], want[finite])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16"])
+def test_box_means_of_integers_with_a_fractional_cval(dtype, rng):
+    """Integer data with a cval that is not an integer: scipy's means."""
+    x = cupy.asarray(random_array(rng, (30, 140), dtype))
+    for axis in (0, 1):
+        check("uniform_filter1d", x, 21, axis=axis, mode="constant", cval=0.3, exact=False)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_box_extremes_of_integers_with_any_cval(dtype, rng):
+    """Integers are compared as int32 with cval stored as the dtype stores
+    it: a fractional cval truncated, one beyond the dtype's range left to
+    the line kernels (scipy wraps the extreme, not the cval)."""
+    x = cupy.asarray(random_array(rng, (40, 150), dtype))
+    info = np.iinfo(dtype)
+    for cval in (2.7, -3.5, float(info.max) + 40, float(info.min) - 0.5):
+        for size in (21, 40):
+            for axis in (0, 1):
+                check("minimum_filter1d", x, size, axis=axis, mode="constant", cval=cval)
+                check("maximum_filter1d", x, size, axis=axis, mode="constant", cval=cval)

@@ -1,12 +1,15 @@
 #pragma once
 #include "cuda/fused/launch.cuh"
+#include "cuda/fused/min_max.cuh"
 
 namespace gpufilt::cuda::fused {
 
 // ---- long single passes: along one axis of a 2-D or 3-D array ---------------------
 //
-// A pass alone (chains the fused tiles are not built for run pass by pass),
-// of any length up to kMaxLongTaps, in the kernel built for the smallest
+// A pass alone (chains the fused tiles are not built for run pass by pass;
+// most minima and maxima in min_max.cuh's kernels, whose cost does not grow
+// with the size: takes_extremes), of any length up to kMaxLongTaps, in the
+// kernel built for the smallest
 // bucket of kLongBuckets that holds it: a cost that follows the bucket, not
 // a cliff at every length no kernel was built for. Along an axis other than
 // the last, column_kernel: a thread owns one position of the last axis
@@ -64,7 +67,7 @@ __global__ void __launch_bounds__(ColumnGeometry<TAPS, Acc>::kThreads, ColumnGeo
   Acc window[W];
   load(top, window);
   const int outputs = (int)min((int64_t)G::kSegment, n - first);
-  with_kind<kEightBitFloat<T, Acc>, true>(p, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>, true, (kSmallInteger<T> && TAPS <= kLongBuckets[0])>(p, [&](auto kind) {
 #pragma unroll 1
     for (int c0 = 0; c0 < outputs; c0 += C) {
       Acc next[C];
@@ -143,7 +146,7 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
 
   const int tx = threadIdx.x * Q;
   const int64_t x = x0 + tx;
-  with_kind<kEightBitFloat<T, Acc>, true>(p, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>, true, (TAPS <= kLongBuckets[1])>(p, [&](auto kind) {
 #pragma unroll 1
     for (int r = 0; r < row_count; ++r) {
       const int64_t out_row = fetched_out;  // row r's, before fetch moves on to row r + 1
@@ -161,11 +164,26 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
   });
 }
 
-// Runs a single pass of up to kMaxLongTaps taps over a 2-D or 3-D array with
-// column_kernel or row_kernel (see there), built for the smallest bucket of
-// kLongBuckets that holds it (pad_pass lays the pass out in it); false
-// otherwise. Buckets of 65 taps only for sums in float: a window of 68
-// doubles spills.
+// Whether min_max_pass runs a minimum or maximum of `taps` along `stage`
+// rather than the buckets. Measured on the H200, one pass over a 512^3
+// volume (ms): along axis 0 or 1, float32, column_extreme_kernel 0.50-0.53
+// up to 31 taps where the buckets took 0.53-0.97, 0.83 at 65 where they
+// took 1.93; uint16, maximum_filter up to 17 (three passes) 1.32-1.38 where
+// the buckets' int32 column took 1.24, 21-65 1.69-2.90 where they took
+// 2.21-15.6. Along the last axis, float32, row_extreme_kernel 1.24-1.32 up
+// to 31 where the buckets took 0.65-1.12, 1.56 at 65 where they took 2.05.
+template <DType T>
+bool takes_extremes(int stage, int taps) {
+  if (stage == 2) return taps > kLongBuckets[1];
+  return !(kSmallInteger<T> && taps <= kLongBuckets[0]);
+}
+
+// Runs a single pass of up to kMaxLongTaps taps over a 2-D or 3-D array:
+// minima and maxima with min_max_pass where takes_extremes says so, other
+// passes with column_kernel or row_kernel (see there), built for the
+// smallest bucket of kLongBuckets that holds it (pad_pass lays the pass out
+// in it); false otherwise. Buckets of 65 taps only for sums in float: a
+// window of 68 doubles spills.
 template <DType T>
 struct LongPassKernels {
   template <int TAPS, class Acc>
@@ -198,7 +216,10 @@ struct LongPassKernels {
 
   static bool run(const FusedPlan& plan, int stage, const ArrayDesc& out, cudaStream_t stream) {
     if constexpr (is_image_dtype(T)) {
+      const LineKind kind = plan.args.pass[stage].kind;
       const int taps = plan.args.pass[stage].taps;
+      if ((kind == LineKind::Minimum || kind == LineKind::Maximum) && takes_extremes<T>(stage, taps))
+        return min_max_pass<T>(plan, stage, stream);
       return with_accumulator<T>(plan, [&](auto acc) {
         using Acc = decltype(acc);
         if (taps <= kLongBuckets[0]) return launch<kLongBuckets[0], Acc>(plan, stage, out, stream);

@@ -104,7 +104,9 @@ constexpr uint32_t kCeilReciprocal = (uint32_t)(((1ull << 32) + N - 1) / N);
 // whose sums stay in the dtype get a kind of their own (KindOf::in_range);
 // a chain's pass takes one kind or the other, so its loop runs one copy.
 // PADDED: the kernel's tap count is a bucket (KindOf::padded).
-template <bool RANGED = false, bool PADDED = false, class F>
+// EXTREMES: the kernel also takes minima and maxima (the long-pass kernels
+// leave most of them to min_max.cuh's).
+template <bool RANGED = false, bool PADDED = false, bool EXTREMES = true, class F>
 __device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
   switch (p.kind) {
     case LineKind::Correlate:
@@ -114,9 +116,13 @@ __device__ __forceinline__ void with_kind(const FusedPass& p, const F& f) {
       if (p.symmetry > 0) return f(KindOf<LineKind::Correlate, 1, false, false, PADDED>{});
       if (p.symmetry < 0) return f(KindOf<LineKind::Correlate, -1, false, false, PADDED>{});
       return f(KindOf<LineKind::Correlate, 0, false, false, PADDED>{});
-    case LineKind::Uniform: return f(KindOf<LineKind::Uniform, 0, false, false, PADDED>{});
-    case LineKind::Minimum: return f(KindOf<LineKind::Minimum, 0, false, false, PADDED>{});
-    default: return f(KindOf<LineKind::Maximum, 0, false, false, PADDED>{});
+    case LineKind::Minimum:
+      if constexpr (EXTREMES) return f(KindOf<LineKind::Minimum, 0, false, false, PADDED>{});
+      [[fallthrough]];
+    case LineKind::Maximum:
+      if constexpr (EXTREMES) return f(KindOf<LineKind::Maximum, 0, false, false, PADDED>{});
+      [[fallthrough]];
+    default: return f(KindOf<LineKind::Uniform, 0, false, false, PADDED>{});
   }
 }
 
