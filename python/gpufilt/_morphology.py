@@ -505,12 +505,15 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     if output is not None and not _is_dtype(output) and _dispatch.dtype_kind(nd.output_dtype_of(output)) == "c":
         raise TypeError("Complex output type not supported")
     xp = _library_of(src.obj)
-    values = xp.asarray(src.obj) != 0
-    keep = None if mask_src is None else xp.asarray(mask_src.obj) == 0
     step = nd.maximum_filter if dilation else nd.minimum_filter
     cval = 1.0 if border_value else 0.0
     count = 0
+    # Everything on `stream`, the library's own operations too: on cupy's
+    # current stream, `input != 0` could read an input that work queued on
+    # `stream` (binary_closing's dilation) has not written yet.
     with _dispatch.stream_made_current(src, stream):
+        values = xp.asarray(src.obj) != 0
+        keep = None if mask_src is None else xp.asarray(mask_src.obj) == 0
         while True:
             result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
                           origin=full_origins, stream=stream, threads=threads).view(bool)
@@ -524,9 +527,9 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
             values = result
             if (iterations >= 1 and count >= iterations) or not changed:
                 break
-    if output is None or _is_dtype(output):
-        return values if output in (None, bool, np.bool_) else values.astype(output)
-    output[...] = values
+        if output is None or _is_dtype(output):
+            return values if output in (None, bool, np.bool_) else values.astype(output)
+        output[...] = values
     return output
 
 
@@ -673,7 +676,7 @@ def binary_fill_holes(input: Any, structure: Any = None, output: Any = None, ori
         outside = binary_dilation(seed, structure, -1, background, None, 1, origin, axes=axes, stream=stream,
                                   threads=threads)
         filled = xp.logical_not(outside)
-    if output is None or _is_dtype(output):
-        return filled if output in (None, bool, np.bool_) else filled.astype(output)
-    output[...] = filled
+        if output is None or _is_dtype(output):
+            return filled if output in (None, bool, np.bool_) else filled.astype(output)
+        output[...] = filled
     return output
