@@ -195,15 +195,19 @@ def test_morphology_runs_on_the_given_stream(name, rng):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
-@pytest.mark.parametrize("name", ["binary_erosion", "binary_closing", "binary_opening", "binary_fill_holes"])
-def test_binary_morphology_waits_for_work_queued_on_its_stream(name, rng):
+@pytest.mark.parametrize("name", ["binary_erosion", "binary_closing", "binary_opening", "binary_fill_holes",
+                                  "grey_erosion", "grey_dilation"])
+def test_morphology_waits_for_work_queued_on_its_stream(name, rng):
     """The input is written by work still queued on `stream`: every step,
-    cupy's own (input != 0, the mask, the output's copy) included, runs on
-    that stream behind it (binary_closing's erosion had read its input on
-    cupy's current stream, before the dilation wrote it)."""
+    cupy's own (binary: input != 0, the mask, the output's copy; grey with
+    a non-flat structure: every step) included, runs on that stream behind
+    it (binary_closing's erosion had read its input on cupy's current
+    stream, before the dilation wrote it)."""
     cupy = pytest.importorskip("cupy")
-    image = rng.random((256, 257)) < 0.5
-    data = cupy.zeros(image.shape, bool)
+    binary = name.startswith("binary")
+    image = rng.random((256, 257)) < 0.5 if binary else random_image(rng, (256, 257), "float32")
+    kwargs = {} if binary else {"structure": rng.random((3, 3))}
+    data = cupy.zeros(image.shape, image.dtype)
     busy = cupy.ones((2048, 2048), cupy.float32)
     cupy.cuda.get_current_stream().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -211,9 +215,9 @@ def test_binary_morphology_waits_for_work_queued_on_its_stream(name, rng):
         for _ in range(200):  # milliseconds of work ahead of the input's copy
             busy *= 1.0001
         data.set(image, stream=stream)
-    ours = getattr(gnd, name)(data, stream=stream)
+    ours = getattr(gnd, name)(data, stream=stream, **kwargs)
     stream.synchronize()
-    same(ours.get(), getattr(snd, name)(image))
+    same(ours.get(), getattr(snd, name)(image, **kwargs))
 
 def test_morphology_takes_lists_as_scipy_does():
     image, structure = [[1, 2, 3, 0], [4, 8, 6, 5], [7, 2, 9, 1]], [[0, 1, 0], [1, 1, 1], [0, 1, 0]]
