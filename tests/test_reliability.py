@@ -84,6 +84,28 @@ def test_memory_exhaustion_is_a_memory_error_not_an_abort(threads):
     """, limit=3 * GB)
 
 
+
+@needs_bad_alloc
+def test_one_threads_failed_buffers_leave_the_output_untouched():
+    # Two threads, memory for one thread's 1.2 GB extended line: one thread
+    # gets its buffers, the other cannot. No loop starts its first task before
+    # every thread of the team has its buffers (parallel.hpp: all_ready), so
+    # the thread that got them writes nothing either; without that, whether
+    # it had written its first rows depended on which thread allocated first.
+    run_child("""
+        def address_space():
+            with open("/proc/self/status") as status:
+                return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize"))
+        gnd.uniform_filter1d(np.ones((512, 512)), 3, threads=2)  # the thread team exists
+        limit = address_space() + 1_700_000_000
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        x = np.ones((256, 256))
+        out = np.full_like(x, -1.0)
+        raises(MemoryError, lambda: gnd.uniform_filter1d(x, 150_000_001, output=out, threads=2), "memory")
+        assert (out == -1.0).all() and (x == 1.0).all()
+        done()
+    """)
+
 def test_a_window_no_memory_can_hold_is_a_memory_error():
     run_child("""
         x = np.ones((4, 5))

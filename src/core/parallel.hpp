@@ -15,12 +15,21 @@
 // team must reach, and a thread that threw before or inside one never would.
 // So a region holds one loop (no barrier separates two), and a thread may
 // throw anywhere in it, its per-thread buffers' allocation included.
+//
+// No thread writes before every thread is ready: a loop starts its first
+// task only once each thread of the team has reached a loop or left the
+// region (Region::arrive), and not at all when one has failed by then. A
+// thread whose buffers could not be allocated thus leaves the caller's
+// output untouched, where the others had written their share of it before
+// the MemoryError (issue 32). The wait is a spin with yields: a thread's
+// buffers are allocated in microseconds.
 #pragma once
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -38,6 +47,7 @@ namespace detail {
 struct Region {
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
+  std::atomic<int> arrived{0};  // threads that reached a loop or left the region
   std::mutex mutex;
   std::exception_ptr error;
 
@@ -45,19 +55,34 @@ struct Region {
   void fail() noexcept {
     std::lock_guard<std::mutex> lock(mutex);
     if (!error) error = std::current_exception();
-    failed.store(true, std::memory_order_relaxed);
+    failed.store(true, std::memory_order_release);
   }
 };
 
 // The region the calling thread is working in; null outside regions.
 inline thread_local Region* current_region = nullptr;
+// Whether the calling thread has arrived in its current region.
+inline thread_local bool has_arrived = false;
+
+// Counts the calling thread in its region's `arrived`, once: at its first
+// loop, or as it leaves the region (having thrown, or run no loop).
+inline void arrive(Region* r) noexcept {
+  if (has_arrived) return;
+  has_arrived = true;
+  r->arrived.fetch_add(1, std::memory_order_acq_rel);
+}
 
 // Makes `r` the calling thread's region for its lifetime (null: none, for a
 // region run serially, even inside another one's task).
 struct RegionScope {
   Region* outer;
-  explicit RegionScope(Region* r) : outer(std::exchange(current_region, r)) {}
-  ~RegionScope() { current_region = outer; }
+  bool outer_arrived;
+  explicit RegionScope(Region* r)
+      : outer(std::exchange(current_region, r)), outer_arrived(std::exchange(has_arrived, false)) {}
+  ~RegionScope() {
+    current_region = outer;
+    has_arrived = outer_arrived;
+  }
   RegionScope(const RegionScope&) = delete;
   RegionScope& operator=(const RegionScope&) = delete;
 };
@@ -77,6 +102,16 @@ inline int team_size() {
   return 1;
 #endif
 }
+
+// Called by a loop before its first task: arrives, waits until every
+// thread of the team has, and answers whether the loop may run (no thread
+// has failed).
+inline bool all_ready(Region* r) {
+  arrive(r);
+  const int team = team_size();
+  while (r->arrived.load(std::memory_order_acquire) < team) std::this_thread::yield();
+  return !r->failed.load(std::memory_order_acquire);
+}
 }  // namespace detail
 
 // Calls `region` on `threads` OpenMP threads when `parallel`, else directly
@@ -95,6 +130,7 @@ void parallel_region(bool parallel, int threads, const Fn& region) {
       } catch (...) {
         shared.fail();
       }
+      detail::arrive(&shared);  // a thread that threw, or ran no loop, releases the others' wait
     }
     if (shared.error) std::rethrow_exception(shared.error);
     return;
@@ -119,6 +155,7 @@ void dynamic_loop(int64_t n, int64_t grain, const Body& body) {
     for (int64_t t = 0; t < n; ++t) body(t);
     return;
   }
+  if (!detail::all_ready(r)) return;
   grain = std::max<int64_t>(grain, 1);
   while (!r->failed.load(std::memory_order_relaxed)) {
     const int64_t first = r->next.fetch_add(grain, std::memory_order_relaxed);
@@ -133,6 +170,7 @@ void static_loop(int64_t n, const Body& body) {
     for (int64_t t = 0; t < n; ++t) body(t);
     return;
   }
+  if (!detail::all_ready(detail::current_region)) return;
   const int64_t k = detail::thread_index(), threads = detail::team_size();
   const int64_t block = (n + threads - 1) / threads, first = std::min(n, k * block);
   for (int64_t t = first, end = std::min(n, first + block); t < end; ++t) body(t);
