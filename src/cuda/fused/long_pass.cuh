@@ -8,7 +8,7 @@ namespace gpufilt::cuda::fused {
 //
 // A pass alone (chains the fused tiles are not built for run pass by pass;
 // most minima and maxima in min_max.cuh's kernels, whose cost does not grow
-// with the size: takes_extremes), of any length up to kMaxLongTaps, in the
+// with the size: buckets_take_extremes), of any length up to kMaxLongTaps, in the
 // kernel built for the smallest
 // bucket of kLongBuckets that holds it: a cost that follows the bucket, not
 // a cliff at every length no kernel was built for. Along an axis other than
@@ -26,6 +26,22 @@ namespace gpufilt::cuda::fused {
 // them for a pass along stage 1): fixed indices keep the weights constant
 // operands of the multiply-adds, not registers hoisted out of the march
 // (which spilled); row_kernel filters stage 2.
+// Whether the bucket kernels, rather than min_max_pass, run a minimum or
+// maximum of `taps` (along the last axis or another): the one rule for the
+// routing (LongPassKernels::run) and for which buckets are built with
+// minima and maxima (with_kind's EXTREMES). Measured on the H200, one pass
+// over a 512^3 volume (ms): along axis 0 or 1, float32,
+// column_extreme_kernel 0.50-0.53 up to 31 taps where the buckets took
+// 0.53-0.97, 0.83 at 65 where they took 1.93; uint16, maximum_filter up to
+// 17 (three passes) 1.32-1.38 where the buckets' int32 columns took 1.24,
+// 21-65 1.69-2.90 where they took 2.21-15.6. Along the last axis, float32,
+// row_extreme_kernel 1.24-1.32 up to 31 where the buckets took 0.65-1.12,
+// 1.56 at 65 where they took 2.05.
+template <DType T>
+constexpr bool buckets_take_extremes(bool last_axis, int taps) {
+  return last_axis ? taps <= kLongBuckets[1] : kSmallInteger<T> && taps <= kLongBuckets[0];
+}
+
 template <int TAPS, class Acc>
 struct ColumnGeometry {
   static constexpr int kThreads = 128;
@@ -67,7 +83,7 @@ __global__ void __launch_bounds__(ColumnGeometry<TAPS, Acc>::kThreads, ColumnGeo
   Acc window[W];
   load(top, window);
   const int outputs = (int)min((int64_t)G::kSegment, n - first);
-  with_kind<kEightBitFloat<T, Acc>, true, (kSmallInteger<T> && TAPS <= kLongBuckets[0])>(p, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>, true, buckets_take_extremes<T>(false, TAPS)>(p, [&](auto kind) {
 #pragma unroll 1
     for (int c0 = 0; c0 < outputs; c0 += C) {
       Acc next[C];
@@ -146,7 +162,7 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
 
   const int tx = threadIdx.x * Q;
   const int64_t x = x0 + tx;
-  with_kind<kEightBitFloat<T, Acc>, true, (TAPS <= kLongBuckets[1])>(p, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>, true, buckets_take_extremes<T>(true, TAPS)>(p, [&](auto kind) {
 #pragma unroll 1
     for (int r = 0; r < row_count; ++r) {
       const int64_t out_row = fetched_out;  // row r's, before fetch moves on to row r + 1
@@ -164,22 +180,8 @@ __global__ void __launch_bounds__(RowGeometry<TAPS, Acc>::kThreads, RowGeometry<
   });
 }
 
-// Whether min_max_pass runs a minimum or maximum of `taps` along `stage`
-// rather than the buckets. Measured on the H200, one pass over a 512^3
-// volume (ms): along axis 0 or 1, float32, column_extreme_kernel 0.50-0.53
-// up to 31 taps where the buckets took 0.53-0.97, 0.83 at 65 where they
-// took 1.93; uint16, maximum_filter up to 17 (three passes) 1.32-1.38 where
-// the buckets' int32 column took 1.24, 21-65 1.69-2.90 where they took
-// 2.21-15.6. Along the last axis, float32, row_extreme_kernel 1.24-1.32 up
-// to 31 where the buckets took 0.65-1.12, 1.56 at 65 where they took 2.05.
-template <DType T>
-bool takes_extremes(int stage, int taps) {
-  if (stage == 2) return taps > kLongBuckets[1];
-  return !(kSmallInteger<T> && taps <= kLongBuckets[0]);
-}
-
 // Runs a single pass of up to kMaxLongTaps taps over a 2-D or 3-D array:
-// minima and maxima with min_max_pass where takes_extremes says so, other
+// minima and maxima with min_max_pass unless buckets_take_extremes, other
 // passes with column_kernel or row_kernel (see there), built for the
 // smallest bucket of kLongBuckets that holds it (pad_pass lays the pass out
 // in it); false otherwise. Buckets of 65 taps only for sums in float: a
@@ -218,7 +220,7 @@ struct LongPassKernels {
     if constexpr (is_image_dtype(T)) {
       const LineKind kind = plan.args.pass[stage].kind;
       const int taps = plan.args.pass[stage].taps;
-      if ((kind == LineKind::Minimum || kind == LineKind::Maximum) && takes_extremes<T>(stage, taps))
+      if ((kind == LineKind::Minimum || kind == LineKind::Maximum) && !buckets_take_extremes<T>(stage == 2, taps))
         return min_max_pass<T>(plan, stage, stream);
       return with_accumulator<T>(plan, [&](auto acc) {
         using Acc = decltype(acc);

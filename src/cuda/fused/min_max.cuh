@@ -15,7 +15,7 @@ namespace gpufilt::cuda::fused {
 // box of 31 cost twice one of 17, and a box of 65 four times). Neither
 // cupyx nor cuCIM does this. Where the buckets measured faster (along the
 // last axis up to 33 taps, 8-bit and 16-bit columns up to 17) they take the
-// pass (long_pass.cuh: takes_extremes).
+// pass (long_pass.cuh: buckets_take_extremes).
 //
 // Scipy's rule (a running value replaced only by a strictly smaller or
 // larger one, from the window's first tap; the CPU backend's min_max_rows)
