@@ -1,6 +1,9 @@
 // The host side every fused kernel family shares: launching a kernel over a
-// plan, the stores a row allows, and the type a chain is summed in.
+// plan, the grid of a column kernel, the stores a row allows, and the type
+// a chain is summed in.
 #pragma once
+#include <utility>
+
 #include "cuda/fused/sums.cuh"
 
 namespace gpufilt::cuda::fused {
@@ -23,6 +26,24 @@ bool run_stores(const FusedArgs& a, const ArrayDesc& out) {
   const int64_t item = sizeof(typename storage<T>::type), run = Q * item;
   return a.out_step[2] == item && a.out_step[0] % run == 0 && a.out_step[1] % run == 0 &&
          reinterpret_cast<uintptr_t>(out.data) % run == 0;
+}
+
+// The grid of a column kernel (long_pass.cuh, min_max.cuh) for the pass
+// along `stage` 0 or 1 of `a`: such a kernel filters stage 0, so a pass along
+// stage 1 swaps the two in `a`. A block holds `threads` positions of the
+// last axis and a segment of `segment` outputs along the filtered one; false
+// where the grid's y or z would exceed the device's limit.
+inline bool column_grid(FusedArgs& a, int stage, int threads, int segment, dim3& grid) {
+  if (stage == 1) {
+    std::swap(a.n[0], a.n[1]);
+    std::swap(a.in_step[0], a.in_step[1]);
+    std::swap(a.out_step[0], a.out_step[1]);
+    std::swap(a.pass[0], a.pass[1]);
+  }
+  const int64_t gy = (a.n[0] + segment - 1) / segment, gz = a.n[1];
+  if (gy > kMaxGridYZ || gz > kMaxGridYZ) return false;
+  grid = dim3((unsigned)((a.n[2] + threads - 1) / threads), (unsigned)gy, (unsigned)gz);
+  return true;
 }
 
 // Calls f(Acc{}) with the type the chain is held in: float, int32 or

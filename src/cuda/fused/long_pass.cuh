@@ -201,15 +201,8 @@ struct LongPassKernels {
                                 stream>>>(a);
     } else {
       using G = ColumnGeometry<TAPS, Acc>;
-      if (stage == 1) {  // column_kernel filters stage 0
-        std::swap(a.n[0], a.n[1]);
-        std::swap(a.in_step[0], a.in_step[1]);
-        std::swap(a.out_step[0], a.out_step[1]);
-        std::swap(a.pass[0], a.pass[1]);
-      }
-      const int64_t gy = (a.n[0] + G::kSegment - 1) / G::kSegment, gz = a.n[1];
-      if (gy > kMaxGridYZ || gz > kMaxGridYZ) return false;
-      const dim3 grid((unsigned)((a.n[2] + G::kThreads - 1) / G::kThreads), (unsigned)gy, (unsigned)gz);
+      dim3 grid;
+      if (!column_grid(a, stage, G::kThreads, G::kSegment, grid)) return false;
       column_kernel<T, TAPS, Acc><<<grid, G::kThreads, 0, stream>>>(a);
     }
     GF_CUDA_CHECK_LAUNCH();

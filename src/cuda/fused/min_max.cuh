@@ -299,15 +299,8 @@ bool min_max_pass(FusedPlan plan, int stage, cudaStream_t stream) {
                    : launch(row_extreme_kernel<T, LineKind::Maximum>, grid, G::kThreads, shared, stride);
   }
   using G = ColumnExtremeGeometry;
-  if (stage == 1) {  // column_extreme_kernel filters stage 0
-    std::swap(a.n[0], a.n[1]);
-    std::swap(a.in_step[0], a.in_step[1]);
-    std::swap(a.out_step[0], a.out_step[1]);
-    std::swap(a.pass[0], a.pass[1]);
-  }
-  const int64_t gy = (a.n[0] + G::kSegment - 1) / G::kSegment, gz = a.n[1];
-  if (gy > kMaxGridYZ || gz > kMaxGridYZ) return false;
-  const dim3 grid((unsigned)((a.n[2] + G::kThreads - 1) / G::kThreads), (unsigned)gy, (unsigned)gz);
+  dim3 grid;
+  if (!column_grid(a, stage, G::kThreads, G::kSegment, grid)) return false;
   const size_t shared = 2 * (size_t)size * G::kThreads * sizeof(V);
   return minimum ? launch(column_extreme_kernel<T, LineKind::Minimum>, grid, G::kThreads, shared)
                  : launch(column_extreme_kernel<T, LineKind::Maximum>, grid, G::kThreads, shared);
