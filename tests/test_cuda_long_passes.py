@@ -103,7 +103,8 @@ def test_box_extremes_order_of_nan_and_signed_zeros(name, size, rng):
         host = x.astype(dtype)
         for axis in (0, 1):
             for mode in ("nearest", "constant", "wrap"):
-                kwargs = dict(axis=axis, mode=mode, cval=-0.0, origin=int(rng.integers(-(size // 2), (size - 1) // 2 + 1)))
+                origin = int(rng.integers(-(size // 2), (size - 1) // 2 + 1))
+                kwargs = dict(axis=axis, mode=mode, cval=-0.0, origin=origin)
                 got = cupy.asnumpy(getattr(gnd, name)(cupy.asarray(host), size, **kwargs))
                 on_cpu = getattr(gnd, name)(host, size, **kwargs)
                 np.testing.assert_array_equal(got, on_cpu)

@@ -29,7 +29,8 @@ namespace gpufilt::cuda::fused {
 // integers (no conversion either way), float for float16 and float32, double
 // for float64.
 template <DType T>
-using ExtremeValue = std::conditional_t<kSmallInteger<T>, int32_t, std::conditional_t<T == DType::Float64, double, float>>;
+using ExtremeValue =
+    std::conditional_t<kSmallInteger<T>, int32_t, std::conditional_t<T == DType::Float64, double, float>>;
 
 // The first of a and b (a before b) by scipy's order: NaN after every
 // number, the earlier of equal values.
