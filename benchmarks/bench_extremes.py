@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 import cupy as cp
-import numpy as np
+from _bench import median_ms
 
 import gpufilt
 from gpufilt import ndimage as gf
@@ -24,16 +24,15 @@ from gpufilt import ndimage as gf
 def timer():
     start, stop = cp.cuda.Event(), cp.cuda.Event()
 
-    def time_ms(f, reps=11):
+    def once(f):
+        start.record()
         f()
-        times = []
-        for _ in range(reps):
-            start.record()
-            f()
-            stop.record()
-            stop.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, stop))
-        return float(np.median(times))
+        stop.record()
+        stop.synchronize()
+        return cp.cuda.get_elapsed_time(start, stop)
+
+    def time_ms(f):  # a warm-up call, then the median of 11
+        return median_ms(lambda: once(f), max_reps=11, min_reps=11)
     return time_ms
 
 

@@ -574,6 +574,15 @@ def complex_unary(op, a, out, src: Operand, stream=None):
             xp.sqrt(a, out=out)
 
 
+def stream_current_for(input, stream):
+    """stream_made_current for a filter's `input` argument as the caller
+    passed it: nothing to do without a stream or for numpy data (whose
+    arguments, lists included, need no Operand here)."""
+    if stream is None or isinstance(input, np.ndarray):
+        return stream_made_current(None, None)
+    return stream_made_current(Operand(input, "input"), stream)
+
+
 class _StreamHandle:
     """A raw cudaStream_t as the CUDA stream protocol presents one."""
 

@@ -63,14 +63,6 @@ def _output(output, x, xp, complex_only):
     return output.dtype, output
 
 
-def _current(input, stream):
-    """A context in which `stream` is cupy's current stream (for cupy data):
-    where the tables are copied and the products run."""
-    if stream is None or isinstance(input, np.ndarray):
-        return _dispatch.stream_made_current(None, None)
-    return _dispatch.stream_made_current(_dispatch.Operand(input, "input"), stream)
-
-
 def _frequencies(length, axis, n, real_axis):
     """The frequency index k of each element along an axis: 0, 1, ...,
     then the negative ones (a complex FFT), or 0 .. length - 1 along the
@@ -153,7 +145,7 @@ def fourier_gaussian(
         input: Any, sigma: Any, n: int = -1, axis: int = -1, output: Any = None, *,
         stream: Any = None) -> Any:
     """Multidimensional Gaussian Fourier filter (scipy.ndimage.fourier_gaussian)."""
-    with _current(input, stream):
+    with _dispatch.stream_current_for(input, stream):  # where the tables are copied and the products run
         return _gaussian(input, sigma, n, axis, output)
 
 
@@ -188,7 +180,7 @@ def fourier_uniform(
         input: Any, size: Any, n: int = -1, axis: int = -1, output: Any = None, *,
         stream: Any = None) -> Any:
     """Multidimensional uniform Fourier filter (scipy.ndimage.fourier_uniform)."""
-    with _current(input, stream):
+    with _dispatch.stream_current_for(input, stream):
         return _uniform(input, size, n, axis, output)
 
 
@@ -239,7 +231,7 @@ def fourier_ellipsoid(
         stream: Any = None) -> Any:
     """Multidimensional ellipsoid Fourier filter, for 1-, 2- and 3-D data
     (scipy.ndimage.fourier_ellipsoid)."""
-    with _current(input, stream):
+    with _dispatch.stream_current_for(input, stream):
         return _ellipsoid(input, size, n, axis, output)
 
 
@@ -293,7 +285,7 @@ def fourier_shift(
         stream: Any = None) -> Any:
     """Multidimensional Fourier shift filter (scipy.ndimage.fourier_shift):
     a complex result."""
-    with _current(input, stream):
+    with _dispatch.stream_current_for(input, stream):
         return _shift(input, shift, n, axis, output)
 
 

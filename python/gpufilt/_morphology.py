@@ -83,12 +83,6 @@ def _check_window(size, footprint, structure):
         raise ValueError("size, footprint, or structure must be specified")
 
 
-def _on_stream(input, stream):
-    """A context in which `stream` is current for the input's library, so
-    that the steps its library runs (_nonflat's) are queued on it."""
-    return _dispatch.stream_made_current(None if stream is None else _dispatch.Operand(input, "input"), stream)
-
-
 def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion):
     """Non-flat grey erosion (dilation): per footprint element in C order,
     the shifted input minus (plus) its height, the minimum (maximum) of
@@ -200,7 +194,7 @@ def grey_erosion(input: Any, size: Any = None, footprint: Any = None, structure:
                  stream: Any = None, threads: int | None = None) -> Any:
     _check_window(size, footprint, structure)
     if structure is not None:
-        with _on_stream(input, stream):
+        with _dispatch.stream_current_for(input, stream):  # _nonflat's cupy steps on `stream`
             return _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion=True)
     return _ndimage().minimum_filter(input, size, footprint, output, mode, cval, origin, axes=axes, stream=stream,
                                      threads=threads)
@@ -238,7 +232,7 @@ def grey_dilation(input: Any, size: Any = None, footprint: Any = None, structure
         return window.shape[i] if window is not None else int(_args._scalar(sizes[i]))
     origins = _dilation_origins(axes, origin, length)
     if structure is not None:
-        with _on_stream(input, stream):
+        with _dispatch.stream_current_for(input, stream):  # _nonflat's cupy steps on `stream`
             return _nonflat(input, footprint, structure, output, mode, cval, origins, axes, erosion=False)
     return _ndimage().maximum_filter(input, size, footprint, output, mode, cval, origins, axes=axes, stream=stream,
                                      threads=threads)

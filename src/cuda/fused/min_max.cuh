@@ -61,17 +61,6 @@ __device__ __forceinline__ void extreme_store(char* p, ExtremeValue<T> v) {
   else *reinterpret_cast<S*>(p) = (S)v;
 }
 
-// cval as T stores it, so that every value a pass compares is one of T: an
-// extreme of values and the stored cval is the stored extreme of values and
-// cval, as storing is monotonic (for integers within the dtype's range:
-// extremes_fit).
-template <DType T>
-__device__ __forceinline__ ExtremeValue<T> stored_cval(double cval) {
-  typename storage<T>::type s;
-  store_from_double<T>(reinterpret_cast<char*>(&s), cval);
-  return as_acc<T, ExtremeValue<T>>(s);
-}
-
 // The suffix scan of the block of `w` values ending at ring slot `last`
 // (slots kThreads apart, `slots` of them, wrapping), in place; each value's
 // own where it is NaN (the head of a window). Out of line: it runs once a
@@ -122,7 +111,11 @@ __global__ void __launch_bounds__(ColumnExtremeGeometry::kThreads)
   const int64_t top = first - p.left;  // the input position of the segment's first tap
   const int outputs = (int)min((int64_t)G::kSegment, n - first);
   const int total = outputs + w - 1;    // values streamed
-  const V cval = stored_cval<T>(a.cval);
+  // cval as T stores it (held_result), so that every value compared is one
+  // of T: the extreme of values and the stored cval is the stored extreme of
+  // values and cval, as storing is monotonic (for integers within the
+  // dtype's range: extremes_fit).
+  const V cval = held_result<T, V>(a.cval);
   auto load = [&](int t) -> V {
     const int64_t i = top + t;
     if (i >= 0 && i < n) return extreme_load<T>(in + i * step);
@@ -200,7 +193,7 @@ __global__ void __launch_bounds__(RowExtremeGeometry::kThreads)
   const int advance = G::kThreads % w;
   const int pad_mask = w % 2 == 0 ? -1 : 0;
   auto at = [&](int i) { return G::padded(i, pad_mask); };
-  const V cval = stored_cval<T>(a.cval);
+  const V cval = held_result<T, V>(a.cval);  // as column_extreme_kernel's
 #pragma unroll 1
   for (int r0 = 0; r0 < row_count; r0 += G::kRowsAtOnce) {
     const int rows = min(G::kRowsAtOnce, row_count - r0);
