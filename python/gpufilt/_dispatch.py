@@ -63,6 +63,15 @@ def describe(array: Any) -> dict:
     return module.describe(array)
 
 
+def check_writable_output(output, name="output"):
+    """The importer's rule for every output, for outputs that the input's
+    library writes rather than gpufilt's kernels (morphology's last step): a
+    ValueError naming `name` for a read-only array or one whose elements
+    overlap each other in memory, before anything is computed."""
+    module = _cuda if _cuda is not None else _core
+    module.describe(output, True, name)
+
+
 # ----------------------------------------------------------------- libraries
 
 _CUPY_NDARRAY = []  # [cupy.ndarray], once cupy is imported

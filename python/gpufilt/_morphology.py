@@ -95,6 +95,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     x = xp.asarray(input)
     if x.dtype.kind == "c":
         raise TypeError("Complex type not supported")
+    _check_output_array(output)
     heights = np.asarray(_dispatch.on_host(structure, "structure"), dtype=np.float64)
     mask = np.ones(heights.shape, bool) if footprint is None else \
         np.asarray(_dispatch.on_host(footprint, "footprint"), dtype=bool)
@@ -171,6 +172,14 @@ def _store(result, input, output, xp):
 
 def _is_dtype(output):
     return isinstance(output, (type, np.dtype, str))
+
+
+def _check_output_array(output):
+    """An output array that the input's library will write (output[...] =):
+    the importer's rule for outputs (writable, no element overlapping
+    another), checked before anything is computed."""
+    if output is not None and not _is_dtype(output):
+        _dispatch.check_writable_output(output)
 
 
 @_docs.filter_doc(
@@ -506,6 +515,7 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
             raise ArgumentError("mask and input must have equal sizes")
     if output is not None and not _is_dtype(output) and _dispatch.dtype_kind(nd.output_dtype_of(output)) == "c":
         raise TypeError("Complex output type not supported")
+    _check_output_array(output)
     xp = _library_of(src.obj)
     step = nd.maximum_filter if dilation else nd.minimum_filter
     cval = 1.0 if border_value else 0.0
@@ -671,6 +681,7 @@ def binary_propagation(input: Any, structure: Any = None, mask: Any = None, outp
 def binary_fill_holes(input: Any, structure: Any = None, output: Any = None, origin: Any = 0, *,
                       axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
     src = _ndimage()._filter_input(input)
+    _check_output_array(output)
     xp = _library_of(src.obj)
     with _dispatch.stream_made_current(src, stream):
         background = xp.logical_not(xp.asarray(src.obj))

@@ -141,10 +141,12 @@ void register_kernels(py::module_& m) {
   }, py::arg("op"), py::arg("a"), py::arg("b"), py::arg("out"), py::arg("stream"),
      "out = op(a, b) for op 'add', 'subtract', 'square' (a*a) or 'sqrt'; one dtype and shape.");
 
-  m.def("describe", [](py::handle obj) {
-    return describe_array(import_array(obj, "array", Access::Read, Policy(0).options()));
-  }, py::arg("array"), "What the importer sees of `array`: protocol, device, pointer, shape, byte strides, dtype, "
-                       "read-only, producer stream.");
+  m.def("describe", [](py::handle obj, bool writable, const char* name) {
+    return describe_array(import_array(obj, name, writable ? Access::Write : Access::Read, Policy(0).options()));
+  }, py::arg("array"), py::arg("writable") = false, py::arg("name") = "array",
+     "What the importer sees of `array`: protocol, device, pointer, shape, byte strides, dtype, read-only, "
+     "producer stream. writable: also refuse, by `name`, an array that cannot be written or whose elements "
+     "overlap each other (the rule for every output).");
 }
 
 }  // namespace gpufilt
