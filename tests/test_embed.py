@@ -274,15 +274,20 @@ def _embed_tools():
     return cmake, (["-G", "Ninja"] if shutil.which("ninja") else [])
 
 
+# Generous: under tools/sanitize_cuda.sh, compute-sanitizer follows cmake and
+# nvcc too, beside dozens of other test processes (120 s timed out there).
+BUILD_TIMEOUT = 900
+
+
 def _build_and_run_embed(tmp_path, *extra):
     cmake, generator = _embed_tools()
     build = tmp_path / "build"
     configure = subprocess.run(
         [cmake, "-S", str(EMBED_DIR), "-B", str(build), *generator, f"-DPython_EXECUTABLE={sys.executable}",
-         "-DCMAKE_BUILD_TYPE=Release", *extra], capture_output=True, text=True, timeout=120)
+         "-DCMAKE_BUILD_TYPE=Release", *extra], capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert configure.returncode == 0, configure.stdout + configure.stderr
     built = subprocess.run([cmake, "--build", str(build), "--parallel", "2"], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=BUILD_TIMEOUT)
     assert built.returncode == 0, built.stdout + built.stderr
     exe = build / ("embed.exe" if os.name == "nt" else "embed")
     # The embedded interpreter must find gpufilt and numpy where this one does.

@@ -4,23 +4,24 @@
 # racecheck (shared-memory hazards) and initcheck (reads of uninitialised
 # device memory), one tool after the other.
 #
-# The test files are dealt out to WORKERS shards, each one pytest process
-# (no xdist) under its own compute-sanitizer, side by side on the shared GPU:
-# every process that runs kernels writes its own log, and a shard that ends
-# without its log's ERROR SUMMARY counts as failed. (Under xdist with
+# The selected tests are dealt out one by one to WORKERS shards
+# (tools/pytest_shard.py), each one pytest process (no xdist) under its own
+# compute-sanitizer, the shards spread round-robin over every visible GPU:
+# every process writes its own log (%p: child processes too, such as the
+# embedding test's program), and a shard none of whose logs ends with an
+# ERROR SUMMARY counts as failed. (Under xdist with
 # --target-processes all, only the controller's log came back: the workers
-# ran under the tool, 4x slower, but their reports were lost.) Under
-# memcheck, every CUDA test file but three (4903 tests) took 315 s on an
-# H200 with 16 xdist workers: the whole suite needs a call per tool and
-# part, not one 10-minute call.
+# ran under the tool, 4x slower, but their reports were lost.) On one H200,
+# memcheck over 4903 of the ~6400 CUDA tests took 315 s with 16 xdist
+# workers; a machine with several GPUs divides that.
 #
-#   bash tools/sanitize_cuda.sh [test files...]   (default: every tests/test_*.py)
+#   bash tools/sanitize_cuda.sh [test files...]   (default: every tests/test_*.py with CUDA tests)
 #
 # Environment: TOOLS (default "memcheck racecheck initcheck"), WORKERS
-# (shards, default 8), OUT (logs, default /tmp/gpufilt-sanitize),
-# TOOL_TIMEOUT (seconds per tool, default 600). Prints each tool's error
-# count; exits non-zero when any tool reports an error, a shard's tests fail
-# or a shard leaves no summary.
+# (shards, default 8 per GPU), GPUS (how many, default every one nvidia-smi
+# lists), OUT (logs, default /tmp/gpufilt-sanitize), TOOL_TIMEOUT (seconds per
+# tool, default 600). Prints each tool's error count; exits non-zero when any
+# tool reports an error, a shard's tests fail or a shard leaves no summary.
 set -u
 out=${OUT:-/tmp/gpufilt-sanitize}
 mkdir -p "$out"
@@ -35,16 +36,15 @@ for f in "$@"; do
   [ -f "$f" ] || { echo "not a test file: $f"; exit 2; }
   files+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")  # absolute: the shards run from /tmp
 done
-shards=${WORKERS:-8}
+gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")}
+[ "$gpus" -ge 1 ] || gpus=1
+shards=${WORKERS:-$((8 * gpus))}
 failed=0
 for tool in ${TOOLS:-memcheck racecheck initcheck}; do
   started=$SECONDS
-  rm -f "$out/$tool".shard*.log
+  rm -f "$out/$tool".shard*
   pids=()
   for ((s = 0; s < shards; s++)); do
-    mine=()
-    for ((i = s; i < ${#files[@]}; i += shards)); do mine+=("${files[i]}"); done
-    [ ${#mine[@]} -gt 0 ] || continue
     # No --leak-check: CuPy's memory pool keeps its blocks until the process
     # ends, and memcheck reports each as a leak (2164 in one run, all CuPy's).
     # --report-api-errors no: the CUDA runtime's own probing of the driver
@@ -52,9 +52,10 @@ for tool in ${TOOLS:-memcheck racecheck initcheck}; do
     # gpufilt raises on every API error it meets (GF_CUDA_CHECK), which the
     # tests would show. From outside the checkout, so that the installed
     # package is imported.
-    (cd /tmp && timeout "${TOOL_TIMEOUT:-600}" "$sanitizer" --tool "$tool" --print-limit 50 \
-        --report-api-errors no --log-file "$out/$tool.shard$s.log" \
-        python3 -m pytest -q -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist "${mine[@]}" \
+    (cd /tmp && CUDA_VISIBLE_DEVICES=$((s % gpus)) GPUFILT_SHARD="$s/$shards" PYTHONPATH="$root/tools" \
+        timeout "${TOOL_TIMEOUT:-600}" "$sanitizer" --tool "$tool" --print-limit 50 \
+        --report-api-errors no --log-file "$out/$tool.shard$s.pid%p.log" \
+        python3 -m pytest -q -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist -p pytest_shard "${files[@]}" \
         > "$out/$tool.shard$s.pytest.log" 2>&1) &
     pids+=($!)
   done
@@ -62,22 +63,23 @@ for tool in ${TOOLS:-memcheck racecheck initcheck}; do
   for pid in "${pids[@]}"; do
     wait "$pid"
     status=$?
-    [ "$status" -eq 0 ] || [ "$status" -eq 5 ] || rc=1  # 5: no test selected (none of the shard's is a cuda test)
+    [ "$status" -eq 0 ] || [ "$status" -eq 5 ] || rc=1  # 5: no test selected (more shards than tests)
   done
   errors=0 missing=0 passed=0 failed_tests=0
-  for log in "$out/$tool".shard*[0-9].log; do
-    [ -e "$log" ] || continue
-    summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -n 1)
-    if [ -z "$summary" ]; then missing=$((missing + 1)); continue; fi
-    errors=$((errors + $(grep -oE "[0-9]+ errors" <<< "$summary" | head -n 1 | grep -oE "[0-9]+")))
+  for ((s = 0; s < shards; s++)); do
+    summaries=$(cat "$out/$tool.shard$s".pid*.log 2>/dev/null | grep -E "(ERROR|RACECHECK) SUMMARY")
+    if [ -z "$summaries" ]; then missing=$((missing + 1)); continue; fi
+    for count in $(grep -oE "[0-9]+ errors?" <<< "$summaries" | grep -oE "[0-9]+"); do
+      errors=$((errors + count))
+    done
   done
   for log in "$out/$tool".shard*.pytest.log; do
     line=$(grep -E "passed|failed|error" "$log" | tail -n 1)
     passed=$((passed + $(grep -oE "[0-9]+ passed" <<< "$line" | grep -oE "[0-9]+" || echo 0)))
     failed_tests=$((failed_tests + $(grep -oE "[0-9]+ failed" <<< "$line" | grep -oE "[0-9]+" || echo 0)))
   done
-  printf '%-10s %d shards, %d passed, %d failed, %d errors reported, %d logs without a summary, %d s\n' \
-    "$tool" "${#pids[@]}" "$passed" "$failed_tests" "$errors" "$missing" "$((SECONDS - started))"
+  printf '%-10s %d shards on %d GPUs, %d passed, %d failed, %d errors reported, %d shards without a summary, %d s\n' \
+    "$tool" "${#pids[@]}" "$gpus" "$passed" "$failed_tests" "$errors" "$missing" "$((SECONDS - started))"
   grep -h "^FAILED" "$out/$tool".shard*.pytest.log 2>/dev/null | head -n 20
   { [ "$rc" -ne 0 ] || [ "$errors" -ne 0 ] || [ "$missing" -ne 0 ]; } && failed=1
 done
