@@ -20,7 +20,11 @@
 # Environment: TOOLS (default "memcheck racecheck initcheck"), WORKERS
 # (shards, default 8 per GPU), GPUS (how many, default every one nvidia-smi
 # lists), OUT (logs, default /tmp/gpufilt-sanitize), TOOL_TIMEOUT (seconds per
-# tool, default 600). Prints each tool's error count; exits non-zero when any
+# tool, default 600), SHARDS (which shard indices to run, default all: to
+# rerun the shards a timeout cut off). racecheck checks only gpufilt's own
+# kernels (RACECHECK_KERNELS, default kns=gpufilt, the namespace of every
+# gpufilt kernel): cuBLAS's matrix products in the stream tests' busy queue
+# took minutes each under it. Prints each tool's error count; exits non-zero when any
 # tool reports an error, a shard's tests fail or a shard leaves no summary.
 set -u
 out=${OUT:-/tmp/gpufilt-sanitize}
@@ -44,18 +48,24 @@ for tool in ${TOOLS:-memcheck racecheck initcheck}; do
   started=$SECONDS
   rm -f "$out/$tool".shard*
   pids=()
-  for ((s = 0; s < shards; s++)); do
+  only=()
+  if [ "$tool" = racecheck ] && [ -n "${RACECHECK_KERNELS-kns=gpufilt}" ] \
+      && "$sanitizer" --help 2>/dev/null | grep -q -- "--kernel-name "; then
+    only=(--kernel-name "${RACECHECK_KERNELS-kns=gpufilt}")
+  fi
+  for s in ${SHARDS:-$(seq 0 $((shards - 1)))}; do
     # No --leak-check: CuPy's memory pool keeps its blocks until the process
     # ends, and memcheck reports each as a leak (2164 in one run, all CuPy's).
     # --report-api-errors no: the CUDA runtime's own probing of the driver
     # (cuGetProcAddress_v2, invalid value: 34 in one run) is no defect, and
     # gpufilt raises on every API error it meets (GF_CUDA_CHECK), which the
     # tests would show. From outside the checkout, so that the installed
-    # package is imported.
+    # package is imported. -v: a shard cut off by TOOL_TIMEOUT names the test
+    # it was in.
     (cd /tmp && CUDA_VISIBLE_DEVICES=$((s % gpus)) GPUFILT_SHARD="$s/$shards" PYTHONPATH="$root/tools" \
-        timeout "${TOOL_TIMEOUT:-600}" "$sanitizer" --tool "$tool" --print-limit 50 \
+        timeout "${TOOL_TIMEOUT:-600}" "$sanitizer" --tool "$tool" "${only[@]}" --print-limit 50 \
         --report-api-errors no --log-file "$out/$tool.shard$s.pid%p.log" \
-        python3 -m pytest -q -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist -p pytest_shard "${files[@]}" \
+        python3 -m pytest -v -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist -p pytest_shard "${files[@]}" \
         > "$out/$tool.shard$s.pytest.log" 2>&1) &
     pids+=($!)
   done
@@ -66,10 +76,12 @@ for tool in ${TOOLS:-memcheck racecheck initcheck}; do
     [ "$status" -eq 0 ] || [ "$status" -eq 5 ] || rc=1  # 5: no test selected (more shards than tests)
   done
   errors=0 missing=0 passed=0 failed_tests=0
-  for ((s = 0; s < shards; s++)); do
+  for s in ${SHARDS:-$(seq 0 $((shards - 1)))}; do
     summaries=$(cat "$out/$tool.shard$s".pid*.log 2>/dev/null | grep -E "(ERROR|RACECHECK) SUMMARY")
     if [ -z "$summaries" ]; then missing=$((missing + 1)); continue; fi
-    for count in $(grep -oE "[0-9]+ errors?" <<< "$summaries" | grep -oE "[0-9]+"); do
+    # "ERROR SUMMARY: 5640 errors" or "RACECHECK SUMMARY: ... (0 errors, 0 warnings)"; not the
+    # "ERROR SUMMARY: 5590 errors were not printed" line that follows a long report.
+    for count in $(grep -oE "SUMMARY: [0-9]+ errors?$|\([0-9]+ errors?" <<< "$summaries" | grep -oE "[0-9]+"); do
       errors=$((errors + count))
     done
   done
