@@ -114,6 +114,58 @@ def test_binary_propagation_and_fill_holes_match_scipy(rng):
     same(out, snd.binary_fill_holes(image))
 
 
+def _repeated_steps(name, image, **kwargs):
+    """scipy's single step (iterations=1) repeated until nothing changes:
+    the oracle of iterations < 1 with structures scipy's own repetition
+    reads past its buffers on (origins: scipy issues 11400 and 22533)."""
+    values = np.asarray(image, dtype=bool)
+    while True:
+        step = getattr(snd, name)(values, iterations=1, **kwargs)
+        if np.array_equal(step, values):
+            return step
+        values = step
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_repeating_until_nothing_changes_matches_scipy(seed):
+    # iterations < 1, binary_propagation and binary_fill_holes: on the CPU one
+    # breadth-first spread (_core._propagate_binary), checked here over random
+    # ranks, shapes (the window wider than the array too), structures,
+    # origins, masks, border values and layouts. The structure holds its own
+    # centre: without it a repetition may never end.
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(n) for n in rng.integers(1, 11, ndim))
+        image = rng.random(shape) < rng.uniform(0.2, 0.8)
+        if ndim > 1 and rng.random() < 0.3:
+            image = np.asfortranarray(image)
+        structure = rng.random(tuple(int(n) for n in rng.integers(1, 5, ndim))) < 0.5
+        origin = [int(rng.integers(-(n // 2), (n - 1) // 2 + 1)) for n in structure.shape]
+        structure[tuple(n // 2 + o for n, o in zip(structure.shape, origin))] = True
+        mask = None if rng.random() < 0.4 else rng.random(shape) < 0.7
+        kwargs = dict(structure=structure, mask=mask, border_value=int(rng.integers(0, 2)), origin=origin)
+        for name in ("binary_erosion", "binary_dilation"):
+            same(getattr(gnd, name)(image, iterations=0, **kwargs), _repeated_steps(name, image, **kwargs))
+        if mask is not None:
+            same(gnd.binary_propagation(image, structure, mask, origin=origin),
+                 _repeated_steps("binary_dilation", image, structure=structure, mask=mask, origin=origin))
+        outside = _repeated_steps("binary_dilation", np.zeros(shape, bool), structure=structure, mask=~image,
+                                  border_value=1, origin=origin)
+        same(gnd.binary_fill_holes(image, structure, origin=origin), ~outside)
+
+
+@pytest.mark.parametrize("shape", [(64, 80), (9, 40, 33)])
+def test_fill_holes_and_propagation_match_scipy_on_larger_images(shape, rng):
+    # scipy's own repetition where it reads no memory it should not: the
+    # default structure, no origin.
+    image = rng.random(shape) < 0.55
+    same(gnd.binary_fill_holes(image), snd.binary_fill_holes(image))
+    marker = rng.random(shape) < 0.01
+    same(gnd.binary_propagation(marker, mask=image), snd.binary_propagation(marker, mask=image))
+    same(gnd.binary_erosion(image, iterations=0, border_value=1), snd.binary_erosion(image, iterations=0, border_value=1))
+
+
 @pytest.mark.parametrize("rank, connectivity", [(0, 1), (1, 1), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3), (2, 0)])
 def test_generate_binary_structure_matches_scipy(rank, connectivity):
     same(gnd.generate_binary_structure(rank, connectivity), snd.generate_binary_structure(rank, connectivity))

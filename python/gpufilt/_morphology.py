@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _args, _dispatch, _docs
+from . import _args, _core, _dispatch, _docs
 from ._errors import ArgumentError
 
 # np.pad's name for each scipy.ndimage filter mode (which repeats its
@@ -526,7 +526,9 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     with _dispatch.stream_made_current(src, stream):
         values = xp.asarray(src.obj) != 0
         keep = None if mask_src is None else xp.asarray(mask_src.obj) == 0
-        while True:
+        spread = _spread_on_cpu(values, keep, element, full_origins, dilation, cval) \
+            if iterations < 1 and xp is np else None
+        while spread is None:
             result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
                           origin=full_origins, stream=stream, threads=threads).view(bool)
             if keep is not None:
@@ -539,10 +541,29 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
             values = result
             if (iterations >= 1 and count >= iterations) or not changed:
                 break
+        values = values if spread is None else spread
         if output is None or _is_dtype(output):
             return values if output in (None, bool, np.bool_) else values.astype(output)
         output[...] = values
     return output
+
+
+def _spread_on_cpu(values, keep, element, origins, dilation, border):
+    """Binary erosion or dilation repeated until nothing changes, for numpy
+    data: one breadth-first spread of the values that change
+    (_core._propagate_binary), where each step of the loop in _binary costs
+    a pass over the whole array (binary_fill_holes took 7x scipy's time).
+    None where the window does not hold its own centre: then a spread value
+    need not stay, and only the loop is right."""
+    shape = np.array(element.shape)
+    offsets = np.argwhere(element) - (shape // 2 + np.array(origins, dtype=np.int64))
+    if values.ndim == 0 or not (offsets == 0).all(axis=1).any():
+        return None
+    result = np.ascontiguousarray(values).view(np.uint8)  # a new array: `values` is ours, never the input
+    changeable = None if keep is None else np.ascontiguousarray(keep == 0).view(np.uint8)
+    _core._propagate_binary(result, changeable, np.ascontiguousarray(offsets, dtype=np.int64),
+                            1 if dilation else 0, int(border))
+    return result.view(bool)
 
 
 @_docs.filter_doc(

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -16,6 +17,7 @@
 #include "bindings/ops_nn.hpp"
 #include "bindings/export.hpp"
 #include "bindings/ops_matmul.hpp"
+#include "core/binary_propagation.hpp"
 #include "core/cpu_backend.hpp"
 #include "core/cpu_isa.hpp"
 #include "core/host_pool.hpp"
@@ -133,6 +135,39 @@ std::string set_cpu_isa(const std::string& name) {
   return before;
 }
 
+// A C-order uint8 numpy array's data, refused (not copied) otherwise: the
+// arrays given to _propagate_binary are gpufilt's own intermediates.
+uint8_t* c_order_bytes(const py::array& a, const char* name, bool write) {
+  if (!a.dtype().is(py::dtype::of<uint8_t>()) || !(a.flags() & py::array::c_style) ||
+      (write && !a.writeable()))
+    throw py::value_error(std::string(name) + " must be a C-order" + (write ? ", writable" : "") + " uint8 array");
+  return static_cast<uint8_t*>(const_cast<void*>(a.data()));
+}
+
+void register_binary_propagation(py::module_& m) {
+  m.def("_propagate_binary", [](const py::array& values, const py::object& changeable, const py::array& offsets,
+                                int spread, int border) {
+    uint8_t* v = c_order_bytes(values, "values", true);
+    const uint8_t* c = nullptr;
+    if (!changeable.is_none()) {
+      const auto mask = changeable.cast<py::array>();
+      if (mask.ndim() != values.ndim() || !std::equal(mask.shape(), mask.shape() + mask.ndim(), values.shape()))
+        throw py::value_error("changeable must have the shape of values");
+      c = c_order_bytes(mask, "changeable", false);
+    }
+    const std::vector<int64_t> shape(values.shape(), values.shape() + values.ndim());
+    if (!offsets.dtype().is(py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
+        offsets.ndim() != 2 || offsets.shape(1) != values.ndim())
+      throw py::value_error("offsets must be a C-order int64 array of shape (taps, values.ndim)");
+    const auto* o = static_cast<const int64_t*>(offsets.data());
+    const std::vector<int64_t> deltas(o, o + offsets.size());
+    py::gil_scoped_release nogil;
+    propagate_binary(v, c, shape, deltas, (uint8_t)(spread != 0), (uint8_t)(border != 0));
+  }, py::arg("values"), py::arg("changeable"), py::arg("offsets"), py::arg("spread"), py::arg("border"),
+     "Binary dilation (spread=1) or erosion (spread=0) of `values` in place, repeated until nothing changes "
+     "(core/binary_propagation.hpp); the window of i is i + each row of `offsets` and must hold i itself.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -159,6 +194,7 @@ PYBIND11_MODULE(_core, m) {
   register_export(m);
   m.def("build_info", &build_info, "How this module was built.");
   register_host_pool(m);
+  register_binary_propagation(m);
   m.def("_set_call_threads", &set_cpu_call_threads, py::arg("threads"),
         "Sets this thread's CPU thread count for the calls it makes (0: the default); returns the one before.");
   m.def("cpu_isa_info", &cpu_isa_info, "The vector instructions the CPU kernels use and the CPU supports.");
