@@ -420,7 +420,8 @@ struct Scratch {
   BoxBuffers<E> box;
   RowCache<E> rows;
   std::vector<E> result, values, block;
-  // rank_values: what a rank's selection sorts (reduce_line): 0 for other reductions.
+  std::vector<const E*> tap_lines;  // Call: where each tap reads the line
+  // rank_values: what a rank's selection sorts, or a Call's window (reduce_line): 0 for other reductions.
   Scratch(const LinePlan& plan, int64_t n, int64_t rank_values, bool box_kernel)
       : box(box_kernel ? BoxBuffers<E>(n, plan.rows.size(), plan.left + plan.right + 1) : BoxBuffers<E>()),
         rows(plan.rows.size(), box_kernel ? 2 * box.half : n + plan.left + plan.right),
@@ -633,6 +634,21 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
       }
       break;
     }
+    case Reduce::Call: {  // generic_filter: lines of double only (CpuBackend::footprint_pass)
+      if constexpr (std::is_same_v<E, double>) {
+        s.tap_lines.resize(taps);
+        for (int64_t t = 0; t < taps; ++t) s.tap_lines[t] = tap(t);
+        const double* const* src = s.tap_lines.data();
+        double* v = s.values.data();
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t t = 0; t < taps; ++t) v[t] = src[t][i];
+          res[i] = 0.0;  // scipy's value where the function sets none
+          if (!f.function(v, (intptr_t)taps, res + i, f.user_data))
+            throw CallbackFailed("unknown error in filter function");
+        }
+      }
+      break;
+    }
   }
 }
 
@@ -738,8 +754,10 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   // A rank sorts the taps of kNetworkWidth outputs at once through a
   // selection network, else of one output at a time (a 3000 x 3000 median
   // had taken 512 bytes a tap a thread: 10.4 GB on a 4 x 5 array).
-  const int64_t rank_values =
-      f.reduce != Reduce::Rank ? 0 : network.usable() ? f.taps() * kNetworkWidth<E> : f.taps();
+  const int64_t rank_values = f.reduce == Reduce::Call   ? f.taps()
+                              : f.reduce != Reduce::Rank ? 0
+                              : network.usable()         ? f.taps() * kNetworkWidth<E>
+                                                         : f.taps();
   const int threads = cpu_max_threads();
   const int64_t grain = std::max<int64_t>(1, lines.count / (16 * threads));
   parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
@@ -824,6 +842,10 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
   if (f.ndim == 0) {
     f.ndim = 1;
     f.offsets.assign(f.ntaps, 0);
+  }
+  if (f.reduce == Reduce::Call) {  // the function takes doubles
+    run_footprint_pass<double>(in, out, f, cval);
+    return;
   }
   if (f.reduce == Reduce::Sum) {
     if (weighted_sums_in_float(in.dtype, out.dtype, f.weights, cval) &&
