@@ -360,14 +360,14 @@ def _vectorized(xp, swv, array, function, size, footprint, output, mode, cval, o
     working = tuple(range(-n_axes, 0))
     if array.size == 0:
         return array
-    if array.ndim == 0 and size == ():
-        return xp.asarray(function(array) if mask is None else function(array[xp.asarray(mask)]))
     windowed = function
     if mask is not None:
         where = xp.asarray(mask)
 
         def windowed(x, axis=-1):  # the footprint's values in C order, one window axis
             return function(x[..., where], axis=-1)
+    if array.ndim == 0 and size == ():  # as scipy: the footprint selects from the 0-d input first
+        return xp.asarray(windowed(array if mask is None else array[where], axis=()))
     array = xp.moveaxis(array, axes, working)
     out = xp.moveaxis(output, axes, working) if output is not None else None
     if pad_mode != "valid":
