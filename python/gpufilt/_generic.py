@@ -81,7 +81,7 @@ def host_function(function, extra_arguments, extra_keywords):
 def _is_gpu_function(function):
     name, module = type(function).__name__, type(function).__module__
     return (module.startswith("cupy") and name in ("RawKernel", "ReductionKernel", "ElementwiseKernel")) or (
-        module.startswith("numba.cuda"))
+        module.startswith(("numba", "numba_cuda")) and ".cuda" in module)
 
 
 # ------------------------------------------------------------- arguments
@@ -124,7 +124,7 @@ def _output_dtype(output, src):
     return dtype
 
 
-def _run_into(src, output, run):
+def _run_into(src, output, run, stream=None):
     """run(kernel_output) with scipy's output rules. A caller's output array
     is written only once the function has run everywhere: the kernel writes
     a new array, copied into it after (a function that fails leaves the
@@ -133,12 +133,12 @@ def _run_into(src, output, run):
     from .ndimage import _into_swapped
     dtype = _output_dtype(output, src)
     if _dispatch.is_swapped_numpy(output):
-        return _into_swapped(output, src, lambda native: _run_into(src, native, run))
+        return _into_swapped(output, src, lambda native: _run_into(src, native, run, stream))
     out, result = _dispatch.resolve_output(output, src, dtype)
     target = out if result is None else _dispatch.allocate_like(src, dtype)
     run(_dispatch.uint8_view(target, src) if dtype == np.bool_ else target)
     if target is not out:
-        _dispatch.copy_into(target, out, src)
+        _dispatch.copy_into(target, out, src, stream)
     return _dispatch.hand_back(out, src) if result is None else result
 
 
