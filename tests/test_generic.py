@@ -414,3 +414,23 @@ def test_not_in_the_missing_list():
     for name in ("generic_filter", "generic_filter1d", "vectorized_filter"):
         assert name in ndimage.__all__
         assert callable(getattr(ndimage, name))
+
+
+# -------------------------------------------------------------------- dask
+
+@pytest.mark.parametrize("mode", ["reflect", "wrap", "constant", "mirror"])
+def test_dask_arrays_with_the_halo_of_the_window(rng, mode):
+    da = pytest.importorskip("dask.array")
+    a = random_array(rng, (23, 31), "float64")
+    x = da.from_array(a, chunks=(5, 7))
+    kwargs = dict(size=(3, 4), origin=(1, -1), mode=mode)
+    assert_matches(ndimage.generic_filter(x, window_stat, **kwargs).compute(),
+                   sp.generic_filter(a, window_stat, **kwargs))
+    kwargs = dict(axis=0, origin=1, mode=mode)
+    assert_matches(ndimage.generic_filter1d(x, line_stat, 4, **kwargs).compute(),
+                   sp.generic_filter1d(a, line_stat, 4, **kwargs))
+    cval = 1.0 if mode == "constant" else None
+    np.testing.assert_array_equal(ndimage.vectorized_filter(x, np.median, size=(5, 3), mode=mode, cval=cval).compute(),
+                                  sp.vectorized_filter(a, np.median, size=(5, 3), mode=mode, cval=cval))
+    with pytest.raises(ValueError, match="valid"):
+        ndimage.vectorized_filter(x, np.median, size=3, mode="valid")
