@@ -166,7 +166,7 @@ def _on_gpu(src):
     >>> ndimage.generic_filter(a, np.ptp, size=2)
     array([[0, 1, 3, 4],
            [4, 5, 7, 8],
-           [2, 6, 6, 6]])
+           [2, 3, 6, 6]])
     """)
 def generic_filter(input: ArrayLike, function: Callable[..., float], size: int | Sequence[int] | None = None,
                    footprint: ArrayLike | None = None, output: Any = None, mode: str = "reflect",
