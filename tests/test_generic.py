@@ -348,6 +348,17 @@ def test_low_level_callable_of_the_wrong_signature(rng):
             module.generic_filter(a, low_level(c_line_stat), size=3)
 
 
+@needs_numba
+def test_gpu_functions_refused_on_the_cpu(rng):
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def device_sum(values):
+        return values[0]
+    with pytest.raises(TypeError, match="runs on the GPU"):
+        ndimage.generic_filter(rng.random((4, 5)), device_sum, size=3)
+
+
 def test_size_and_footprint_warns(rng):
     a = rng.random((4, 4))
     with pytest.warns(UserWarning, match="ignoring size because footprint is set"):

@@ -362,12 +362,14 @@ def _vectorized(xp, swv, array, function, size, footprint, output, mode, cval, o
         return array
     windowed = function
     if mask is not None:
-        where = xp.asarray(mask)
+        cells = [(Ellipsis, *map(int, c)) for c in np.argwhere(mask)]
 
         def windowed(x, axis=-1):  # the footprint's values in C order, one window axis
-            return function(x[..., where], axis=-1)
+            # (stacked views, not a boolean index: on cupy that would wait for the device)
+            values = xp.stack([x[c] for c in cells], axis=-1) if cells else x[..., xp.asarray(mask)]
+            return function(values, axis=-1)
     if array.ndim == 0 and size == ():  # as scipy: the footprint selects from the 0-d input first
-        return xp.asarray(windowed(array if mask is None else array[where], axis=()))
+        return xp.asarray(windowed(array if mask is None else array[xp.asarray(mask)], axis=()))
     array = xp.moveaxis(array, axes, working)
     out = xp.moveaxis(output, axes, working) if output is not None else None
     if pad_mode != "valid":
