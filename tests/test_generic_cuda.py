@@ -13,6 +13,7 @@ from scipy import ndimage as sp
 from gpufilt import ndimage
 
 from _helpers import MODES, assert_matches, random_array
+from test_generic import line_stat as line_mix, window_stat as weighted_mean
 
 pytestmark = pytest.mark.cuda
 
@@ -39,18 +40,6 @@ extern "C" __global__ void line_mix(const double* in, long long in_length, doubl
 
 SUM_OF_SQUARES = cupy.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0", "sum_of_squares")
 MAXIMUM = cupy.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", "0", "window_max")
-
-
-def weighted_mean(x):
-    w = np.arange(1, len(x) + 1.0)
-    return float(np.dot(x, w) / w.sum()) if len(x) else 0.0
-
-
-def line_mix(line_in, line_out):
-    n = len(line_out)
-    k = len(line_in) - n + 1
-    for i in range(n):
-        line_out[i] = 0.25 * line_in[i + k - 1] + 0.25 * line_in[i] + 0.5 * line_in[i:i + k].min()
 
 
 def check(actual, expected):
