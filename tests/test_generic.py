@@ -76,6 +76,10 @@ except ImportError:
 needs_numba = pytest.mark.skipif(numba is None, reason="numba is not installed")
 
 
+needs_vectorized = pytest.mark.skipif(not hasattr(sp, "vectorized_filter"),
+                                      reason="scipy.ndimage.vectorized_filter is new in SciPy 1.16")
+
+
 def low_level(cfunc):
     return scipy.LowLevelCallable(cfunc.ctypes)
 
@@ -367,6 +371,7 @@ def test_size_and_footprint_warns(rng):
 
 # ------------------------------------------------------- vectorized_filter
 
+@needs_vectorized
 @pytest.mark.parametrize("mode", MODES + ["valid"])
 def test_vectorized_filter_matches_scipy(rng, mode):
     a = random_array(rng, (9, 10), "float32")
@@ -379,6 +384,7 @@ def test_vectorized_filter_matches_scipy(rng, mode):
         np.testing.assert_array_equal(actual, expected, err_msg=str(kwargs))
 
 
+@needs_vectorized
 def test_vectorized_filter_batches_and_output(rng):
     a = random_array(rng, (40, 30), "float64")
     expected = sp.vectorized_filter(a, np.std, size=(3, 5), batch_memory=4096)
@@ -390,6 +396,7 @@ def test_vectorized_filter_batches_and_output(rng):
         ndimage.vectorized_filter(a, np.std, size=(3, 5), batch_memory=8)
 
 
+@needs_vectorized
 def test_vectorized_filter_float16_complex_and_several_values(rng):
     h = random_array(rng, (6, 7), "float16")
     np.testing.assert_array_equal(ndimage.vectorized_filter(h, np.nanmedian, size=3),
@@ -404,6 +411,7 @@ def test_vectorized_filter_float16_complex_and_several_values(rng):
                                   sp.vectorized_filter(h, quartiles, size=3, batch_memory=np.inf))
 
 
+@needs_vectorized
 @pytest.mark.parametrize("kwargs", [
     dict(function=5, size=3), dict(function=np.sum), dict(function=np.sum, size=3, footprint=np.ones((3, 3))),
     dict(function=np.sum, size=(3, 3, 3)), dict(function=np.sum, size=0), dict(function=np.sum, size=2.5),
@@ -429,6 +437,7 @@ def test_not_in_the_missing_list():
 
 # -------------------------------------------------------------------- dask
 
+@needs_vectorized
 @pytest.mark.parametrize("mode", ["reflect", "wrap", "constant", "mirror"])
 def test_dask_arrays_with_the_halo_of_the_window(rng, mode):
     da = pytest.importorskip("dask.array")

@@ -152,7 +152,8 @@ def _on_gpu(src):
     'Calculate a multidimensional filter using the given function.',
     'At each element the values under the footprint, as float64 in C order of the footprint, are passed to '
     '`function`, whose result is stored in the output (scipy.ndimage.generic_filter). On the CPU `function` is '
-    'a Python callable (called once per element, as scipy calls it: slow), or a scipy.LowLevelCallable with '
+    'a Python callable (called once per element on the calling thread, as scipy calls it: slow), or a '
+    'scipy.LowLevelCallable with '
     "scipy's signature ``int f(double *buffer, npy_intp filter_size, double *return_value, void *user_data)`` "
     'or a numba cfunc of that signature, which run at C speed on the call\'s threads (without the GIL when '
     'there are several: they must be thread-safe). A function that returns 0 raises the Python error it set, '

@@ -127,14 +127,16 @@ def _padded(launch, pad_width, mode, cval, values_dtype):
     return cp.ascontiguousarray(cp.pad(array, pad_width, mode=_PAD[mode], **kwargs))
 
 
-def _values_dtype(kind, dtype, mode, cval):
+def _values_dtype(function, kind, dtype, mode, cval):
     """The dtype the window's values are padded in: the input's (float16 as
     float32: cupy's float16 type needs its own headers). In constant mode,
     for a function of doubles (RawKernel, numba), a cval the dtype does not
     hold pads a float64 copy, so that windows see cval itself, as scipy's; a
-    ReductionKernel sees values of the input's type, cval converted, as
-    cupyx's."""
+    ReductionKernel sees values of the input's type (or of its input's own
+    type where it names one), cval converted, as cupyx's."""
     dtype = np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+    if kind == "reduction" and function.in_params[0].dtype is not None:
+        return np.dtype(function.in_params[0].dtype)
     if kind == "reduction" or _PAD[mode] != "constant" or _holds(dtype, cval):
         return dtype
     return np.dtype(np.float64)
@@ -161,7 +163,7 @@ def generic_filter(src, function, mask, origins, mode, cval, output, extra_argum
     def run(out):
         with _Launch(src, stream) as launch:
             cp = launch.cupy
-            values_dtype = _values_dtype(kind, src.dtype, mode, cval)
+            values_dtype = _values_dtype(function, kind, src.dtype, mode, cval)
             if src.ndim == 0 or 0 in src.shape:
                 padded = launch.array.astype(values_dtype).reshape(src.shape)
             else:
