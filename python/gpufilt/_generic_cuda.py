@@ -218,10 +218,14 @@ def generic_filter1d(src, function, filter_size, axis, origin, mode, cval, outpu
 _CACHE = {}
 
 
-def _memoised(key, build):
+def _memoised(function, key, build):
+    """build() once per (function, key). The function is held with what was
+    built from it: its id stays its own (cupy's and numba's kernels need not
+    be hashable)."""
+    key = (id(function),) + key
     if key not in _CACHE:
-        _CACHE[key] = build()
-    return _CACHE[key]
+        _CACHE[key] = (function, build())
+    return _CACHE[key][1]
 
 
 def _typename(dtype):
@@ -261,7 +265,7 @@ extern "C" __global__ void gpufilt_generic_filter(const V* padded, double* resul
 
 def _cupy_window_kernel(function, kind, values_dtype, out_dtype, coords, ndim, taps):
     cells = coords.reshape(-1).tolist() if coords.size else [0]
-    key = ("window", function, kind, str(values_dtype), str(out_dtype), ndim, tuple(cells), taps)
+    key = ("window", kind, str(values_dtype), str(out_dtype), ndim, tuple(cells), taps)
 
     def build():
         cupy = _cupy()
@@ -288,7 +292,7 @@ def _cupy_window_kernel(function, kind, values_dtype, out_dtype, coords, ndim, t
             values_decl=values_decl, taps=taps, read=read, call=call)
         module = cupy.RawModule(code=source, options=options)
         return module.get_function("gpufilt_generic_filter")
-    return _memoised(key, build)
+    return _memoised(function, key, build)
 
 
 def _reduction_code(rk, values_dtype, out_dtype):
@@ -352,7 +356,7 @@ def _cupy_line_kernel(function):
         source = _LINE_KERNEL.format(code=function.code.replace("__global__", "__device__"), name=function.name)
         module = cupy.RawModule(code=source, options=tuple(function.options))
         return module.get_function("gpufilt_generic_filter1d")
-    return _memoised(("line", function), build)
+    return _memoised(function, ("line",), build)
 
 
 # ------------------------------------------------------------ numba kernels
@@ -373,7 +377,7 @@ def _numba_window_kernel(function, coords, ndim, extra_arguments, launch, padded
     ndim = max(ndim, 1)
     taps = len(coords)
     cells = tuple(coords.reshape(-1).tolist()) or (0,)
-    key = ("numba-window", function, ndim, cells, taps, len(extra_arguments))
+    key = ("numba-window", ndim, cells, taps, len(extra_arguments))
 
     def build():
         from numba import cuda, float64
@@ -399,14 +403,14 @@ def kernel(padded, results, n, shape, pstride{extra}):
         scope = {"cuda": cuda, "float64": float64, "CELLS": cells, "function": function}
         exec(compile(source, "<gpufilt generic_filter kernel>", "exec"), scope)
         return cuda.jit(scope["kernel"])
-    kernel = _memoised(key, build)
+    kernel = _memoised(function, key, build)
     n = results.size
     _numba_launch(kernel, launch, n, padded, results, np.int64(n), tuple(map(int, shape)),
                   tuple(map(int, pstrides)), *extra_arguments)
 
 
 def _numba_line_kernel(function, extra_arguments, launch, lines, results):
-    key = ("numba-line", function, len(extra_arguments))
+    key = ("numba-line", len(extra_arguments))
 
     def build():
         from numba import cuda
@@ -421,7 +425,7 @@ def kernel(lines, results, n{extra}):
         scope = {"cuda": cuda, "function": function}
         exec(compile(source, "<gpufilt generic_filter1d kernel>", "exec"), scope)
         return cuda.jit(scope["kernel"])
-    kernel = _memoised(key, build)
+    kernel = _memoised(function, key, build)
     n = results.shape[0]
     _numba_launch(kernel, launch, n, lines, results, np.int64(n), *extra_arguments)
 
