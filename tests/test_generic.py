@@ -342,6 +342,25 @@ def test_c_function_failure_raises_runtime_error_and_leaves_output(rng):
         sp.generic_filter(a, low_level(c_fails), size=3)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_low_level_callable_with_user_data_and_a_ctypes_callback(rng, threads):
+    """A ctypes callback (it takes the GIL itself: no deadlock with the GIL
+    released), and user_data passed through as the void pointer."""
+    import ctypes
+    window = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_long,
+                              ctypes.POINTER(ctypes.c_double), ctypes.c_void_p)
+
+    def scaled_max(values, n, result, user_data):
+        result[0] = max(values[i] for i in range(n)) * ctypes.cast(user_data, ctypes.POINTER(ctypes.c_double))[0]
+        return 1
+    callback = window(scaled_max)
+    factor = ctypes.c_double(2.5)
+    function = scipy.LowLevelCallable(callback, ctypes.cast(ctypes.pointer(factor), ctypes.c_void_p))
+    a = rng.random((90, 70))
+    np.testing.assert_array_equal(ndimage.generic_filter(a, function, size=(3, 2), threads=threads),
+                                  sp.generic_filter(a, function, size=(3, 2)))
+
+
 @needs_numba
 def test_low_level_callable_of_the_wrong_signature(rng):
     a = rng.random((5, 6))
