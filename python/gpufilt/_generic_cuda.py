@@ -317,16 +317,25 @@ def _reduction_code(rk, values_dtype, out_dtype):
     code = f"""namespace reduction_kernel {{
 {typedefs}
 {rk.preamble}
+struct _indexer {{  // the window's index, as cupyx's CIndexer gives it to the expressions
+  long long _n, _i;
+  __device__ long long size() const {{ return _n; }}
+  __device__ void set(long long i) {{ _i = i; }}
+  __device__ long long get() const {{ return _i; }}
+}};
 __device__ void {rk.name}(const {in_type}* _values, int _size, {out_type}& _result) {{
+  _indexer _in_ind = {{_size, 0}}, _out_ind = {{1, 0}};
   #define REDUCE(a, b) ({rk.reduce_expr})
   #define POST_MAP(a) ({rk.post_map_expr})
   typedef {rk.reduce_type} _type_reduce;
   _type_reduce _s = _type_reduce({rk.identity if rk.identity is not None else ''});
   for (int _j = 0; _j < _size; ++_j) {{
+    _in_ind.set(_j);
     const {in_type}& {in_param.name} = _values[_j];
     _type_reduce _a = static_cast<_type_reduce>({rk.map_expr});
     _s = REDUCE(_s, _a);
   }}
+  _out_ind.set(0);
   {out_type}& {out_param.name} = _result;
   POST_MAP(_s);
   #undef REDUCE
