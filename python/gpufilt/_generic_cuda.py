@@ -191,6 +191,8 @@ def generic_filter1d(src, function, filter_size, axis, origin, mode, cval, outpu
     kind = _kind1d(function)
     _check_extra(kind, extra_arguments, extra_keywords)
     left = filter_size // 2 + origin
+    if 0 in src.shape:  # nothing to filter (and nothing cupy.pad could extend)
+        return _run_into(src, output, lambda out: None, stream)
 
     def run(out):
         with _Launch(src, stream) as launch:
