@@ -209,3 +209,12 @@ def test_vectorized_filter_on_cupy(rng, mode):
     out = cupy.empty_like(x)
     assert ndimage.vectorized_filter(x, cupy.max, size=3, output=out, batch_memory=4096) is out
     np.testing.assert_array_equal(cupy.asnumpy(out), sp.vectorized_filter(host, np.max, size=3))
+
+
+def test_empty_and_0d_cupy_arrays():
+    empty = cupy.zeros((0, 4))
+    assert ndimage.generic_filter(empty, RAW_WINDOW, size=3).shape == (0, 4)
+    assert ndimage.generic_filter1d(empty, RAW_LINE, 3).shape == (0, 4)
+    scalar = cupy.asarray(2.5)
+    got = ndimage.generic_filter(scalar, RAW_WINDOW, size=3)
+    assert got.shape == () and float(got) == sp.generic_filter(np.asarray(2.5), weighted_mean, size=3)
