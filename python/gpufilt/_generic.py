@@ -322,8 +322,10 @@ def _vectorized_arguments(input, function, size, footprint, mode, cval, origin, 
     'Filter an array with a vectorized Python callable as the kernel.',
     'The input is padded as `mode` says and `function(windows, axis=...)` is called on a sliding-window view '
     'of it, the window axes last, in batches of at most `batch_memory` bytes of windows '
-    '(scipy.ndimage.vectorized_filter): no window is copied. A numpy input is padded with numpy, a cupy input '
-    "with cupy on its GPU (with `function` then taking cupy arrays); the result is `function`'s dtype. Beyond "
+    '(scipy.ndimage.vectorized_filter): windows of a `size` are views, not copies (a `footprint`\'s cells are '
+    'gathered into one axis, as scipy gathers them). Host data (numpy, buffers, CPU tensors, viewed as '
+    'numpy) is padded with numpy, CUDA data (cupy, or other CUDA arrays viewed as cupy) with cupy on its GPU, '
+    "and `function` takes arrays of that library; the result is `function`'s, in its dtype. Beyond "
     "scipy.ndimage's other filters: float16 and complex data, mode 'valid' (the output shrinks by the window), "
     'functions of several values per window.',
     ['input', 'function_vectorized', 'size_vectorized', 'footprint', 'output', 'mode_vectorized', 'cval_vectorized',
