@@ -188,6 +188,7 @@ def generic_filter(input: ArrayLike, function: Callable[..., float], size: int |
         from . import _generic_cuda
         return _generic_cuda.generic_filter(src, function, mask, origins, mode, cval, output, extra_arguments,
                                             extra_keywords, stream)
+    _dispatch._backend(src, stream)  # (on the CPU: refuses a malformed stream= as every filter does)
     function, extra_arguments, extra_keywords = host_function(function, extra_arguments, extra_keywords)
     from .ndimage import _offsets
     offsets, taps = _offsets(mask, origins)
@@ -240,6 +241,7 @@ def generic_filter1d(input: ArrayLike, function: Callable[..., Any], filter_size
         from . import _generic_cuda
         return _generic_cuda.generic_filter1d(src, function, filter_size, axis, origin, mode, cval, output,
                                               extra_arguments, extra_keywords, stream)
+    _dispatch._backend(src, stream)
     function, extra_arguments, extra_keywords = host_function(function, extra_arguments, extra_keywords)
 
     def run(out):
