@@ -100,7 +100,11 @@ class _Launch:
         self.stream_ptr = _dispatch.resolve_stream(stream, src)
         self.device = cupy.cuda.Device(src.device_id)
         with self.device:
-            if hasattr(cupy.cuda.Stream, "from_external"):
+            if stream is None and src.library == "cupy":
+                self.stream = cupy.cuda.get_current_stream()
+            elif self.stream_ptr == 0:
+                self.stream = cupy.cuda.Stream.null
+            elif hasattr(cupy.cuda.Stream, "from_external"):
                 self.stream = cupy.cuda.Stream.from_external(_dispatch._StreamHandle(self.stream_ptr))
             else:
                 self.stream = cupy.cuda.ExternalStream(self.stream_ptr, src.device_id)
@@ -378,7 +382,7 @@ def _numba_launch(kernel, launch, n, *args):
     (sync=False): every step is on the one stream already."""
     from numba import cuda
     with cuda.gpus[launch.src.device_id]:
-        numba_stream = cuda.external_stream(launch.stream_ptr)
+        numba_stream = cuda.external_stream(launch.stream_ptr) if launch.stream_ptr else cuda.default_stream()
         args = [cuda.as_cuda_array(a, sync=False) if hasattr(a, "__cuda_array_interface__") else a for a in args]
         blocks = max(1, min(math.ceil(n / _THREADS), 65535 * 16))
         kernel[blocks, _THREADS, numba_stream](*args)
