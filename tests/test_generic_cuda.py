@@ -6,6 +6,8 @@ for cupyx's calls. Every test is marked `cuda` (skipped without a usable
 device, see conftest.py)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from scipy import ndimage as sp
@@ -128,6 +130,7 @@ def test_generic_filter1d_raw_kernel_matches_scipy(rng, dtype, mode):
 
 # ------------------------------------------------------------------- numba
 
+@functools.lru_cache(maxsize=None)  # one compilation of each for all the tests
 def numba_functions():
     cuda = pytest.importorskip("numba.cuda")
 
