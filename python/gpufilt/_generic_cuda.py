@@ -24,12 +24,13 @@ import math
 import numpy as np
 
 from . import _dispatch
+from ._generic import _PAD_MODES
 
 # scipy's modes as numpy.pad/cupy.pad spell them, with scipy.ndimage's
-# filter meaning (grid-mirror is reflect; _generic._PAD_MODES is
-# vectorized_filter's, which follows scipy's own mapping of that function).
-_PAD = {"nearest": "edge", "reflect": "symmetric", "grid-mirror": "symmetric", "mirror": "reflect",
-        "constant": "constant", "grid-constant": "constant", "wrap": "wrap", "grid-wrap": "wrap"}
+# filter meaning: vectorized_filter's map but for grid-mirror, which the
+# filters read as reflect ('symmetric') and SciPy 1.17's vectorized_filter
+# as mirror ('reflect').
+_PAD = {**{m: p for m, p in _PAD_MODES.items() if m != "valid"}, "grid-mirror": "symmetric"}
 
 _THREADS = 128
 
