@@ -247,7 +247,7 @@ _WINDOW_KERNEL = r"""
 {preamble}
 
 typedef {values_type} V;
-__constant__ long long gpufilt_cells[{cells_len}] = {{{cells}}};
+{cells_space} long long gpufilt_cells[{cells_len}] = {{{cells}}};
 
 extern "C" __global__ void gpufilt_generic_filter(const V* padded, double* results, long long n, {shape_args}) {{
   const long long shape[{ndim}] = {{{shape}}}, pstride[{ndim}] = {{{pstride}}};
@@ -293,6 +293,8 @@ def _cupy_window_kernel(function, kind, values_dtype, out_dtype, coords, ndim, t
             options = tuple(getattr(function, "options", ()))
         source = _WINDOW_KERNEL.format(
             preamble=preamble, values_type=_typename(values_dtype), cells_len=len(cells),
+            # constant memory (64 KiB) where the cells fit, else global memory
+            cells_space="__constant__" if len(cells) <= 4096 else "__device__ const",
             cells=", ".join(map(str, cells)), ndim=ndim,
             shape_args=", ".join([f"long long n{d}" for d in range(ndim)] + [f"long long p{d}" for d in range(ndim)]),
             shape=", ".join(f"n{d}" for d in range(ndim)), pstride=", ".join(f"p{d}" for d in range(ndim)),
