@@ -221,3 +221,10 @@ def test_empty_and_0d_cupy_arrays():
     scalar = cupy.asarray(2.5)
     got = ndimage.generic_filter(scalar, RAW_WINDOW, size=3)
     assert got.shape == () and float(got) == sp.generic_filter(np.asarray(2.5), weighted_mean, size=3)
+
+
+def test_raw_kernel_footprint_beyond_constant_memory(rng):
+    host = random_array(rng, (40, 50), "float32")
+    kwargs = dict(size=(71, 70), mode="wrap")  # 4970 cells of 2 offsets: global memory, not constant
+    check(ndimage.generic_filter(cupy.asarray(host), RAW_WINDOW, **kwargs),
+          sp.generic_filter(host, weighted_mean, **kwargs))
