@@ -4,6 +4,7 @@
 // scipy's conversions. Lines are shared out among the threads.
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "core/cpu_backend.hpp"
@@ -16,6 +17,7 @@ void generic_filter1d(const ArrayDesc& in0, const ArrayDesc& out, int axis, int6
                       Mode mode, double cval, LineFunction function, void* user_data) {
   if (!same_shape(in0, out)) throw std::invalid_argument("output shape does not match input shape");
   if (size < 1) throw std::invalid_argument("invalid filter size");
+  if (size / 2 + origin < 0 || size / 2 + origin >= size) throw std::invalid_argument("invalid origin");
   if (in0.size() == 0) return;
   // Lines of other layouts may read what another thread has written: a copy.
   ArrayDesc in = in0;
