@@ -361,6 +361,28 @@ def test_low_level_callable_with_user_data_and_a_ctypes_callback(rng, threads):
                                   sp.generic_filter(a, function, size=(3, 2)))
 
 
+def test_low_level_callable_runs_on_the_calling_thread_unless_threads_asks(rng):
+    """scipy lets a LowLevelCallable call Python's C API (set an error when it
+    fails), which needs the GIL: by default it runs as scipy runs it, on the
+    calling thread with the GIL held; threads= opts in to more."""
+    import ctypes
+    import threading
+    window = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_long,
+                              ctypes.POINTER(ctypes.c_double), ctypes.c_void_p)
+    seen = set()
+
+    def first(values, n, result, user_data):
+        seen.add(threading.get_ident())
+        result[0] = values[0]
+        return 1
+    callback = window(first)
+    function = scipy.LowLevelCallable(callback)
+    a = rng.random((300, 400))
+    np.testing.assert_array_equal(ndimage.generic_filter(a, function, size=2),
+                                  sp.generic_filter(a, function, size=2))
+    assert seen == {threading.get_ident()}
+
+
 @needs_numba
 def test_low_level_callable_of_the_wrong_signature(rng):
     a = rng.random((5, 6))

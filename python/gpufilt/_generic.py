@@ -29,6 +29,19 @@ def _is_low_level_callable(function):
     return type(function).__name__ == "LowLevelCallable" and type(function).__module__.startswith("scipy")
 
 
+def _one_thread_unless_asked(function, threads):
+    """threads= for a call: a scipy.LowLevelCallable (or a bare capsule) runs
+    on one thread with the GIL held unless the caller asks for more (here, or
+    by an enclosing call's threads=), as scipy runs it: scipy lets such a
+    function set a Python error when it fails, which needs the GIL. A numba
+    cfunc (nopython: no Python API) and a Python callable take the default."""
+    if threads is None and (_is_low_level_callable(function) or type(function).__name__ == "PyCapsule"):
+        enclosing = _core._set_call_threads(0)  # (0: the default; read, then put back)
+        _core._set_call_threads(enclosing)
+        return 1 if enclosing == 0 else None
+    return threads
+
+
 def _is_numba_cfunc(function):
     return type(function).__name__ == "CFunc" and type(function).__module__.startswith("numba")
 
@@ -155,8 +168,9 @@ def _on_gpu(src):
     'a Python callable (called once per element on the calling thread, as scipy calls it: slow), or a '
     'scipy.LowLevelCallable with '
     "scipy's signature ``int f(double *buffer, npy_intp filter_size, double *return_value, void *user_data)`` "
-    'or a numba cfunc of that signature, which run at C speed on the call\'s threads (without the GIL when '
-    'there are several: they must be thread-safe). A function that returns 0 raises the Python error it set, '
+    'or a numba cfunc of that signature, which run at C speed: a cfunc on the call\'s threads without the '
+    'GIL; a LowLevelCallable, which scipy lets call Python\'s C API, on one thread with the GIL held unless '
+    '`threads` asks for more (then without the GIL: it must be thread-safe and not touch Python). A function that returns 0 raises the Python error it set, '
     "else RuntimeError, as scipy's. On the GPU `function` is a cupy.RawKernel or cupy.ReductionKernel, called "
     'as cupyx.scipy.ndimage.generic_filter calls it, or a numba CUDA device function ``f(window, '
     '*extra_arguments)`` returning the value.',
@@ -174,6 +188,7 @@ def generic_filter(input: ArrayLike, function: Callable[..., float], size: int |
                    cval: float = 0.0, origin: int | Sequence[int] = 0, extra_arguments: Sequence[Any] = (),
                    extra_keywords: dict[str, Any] | None = None, *, axes: int | Sequence[int] | None = None,
                    stream: Any = None, threads: int | None = None) -> Any:
+    threads = _one_thread_unless_asked(function, threads)
     if threads is not None:
         from .ndimage import _on_cpu_threads
         return _on_cpu_threads(threads, generic_filter, input, function, size, footprint, output, mode, cval,
@@ -206,7 +221,7 @@ def generic_filter(input: ArrayLike, function: Callable[..., float], size: int |
     "is a Python callable ``function(input_line, output_line, *extra_arguments, **extra_keywords)`` (scipy's; "
     'slow), or a scipy.LowLevelCallable with the signature ``int f(double *input_line, npy_intp input_length, '
     'double *output_line, npy_intp output_length, void *user_data)`` or a numba cfunc of that signature, at C '
-    "speed on the call's threads. On the GPU `function` is a cupy.RawKernel, called as "
+    "speed, threaded as in generic_filter. On the GPU `function` is a cupy.RawKernel, called as "
     'cupyx.scipy.ndimage.generic_filter1d calls it, or a numba CUDA device function ``f(input_line, '
     'output_line, *extra_arguments)``.',
     ['input', 'function1d', 'filter_size', 'axis', 'output', 'mode', 'cval', 'origin', 'extra_function',
@@ -222,6 +237,7 @@ def generic_filter1d(input: ArrayLike, function: Callable[..., Any], filter_size
                      output: Any = None, mode: str = "reflect", cval: float = 0.0, origin: int = 0,
                      extra_arguments: Sequence[Any] = (), extra_keywords: dict[str, Any] | None = None, *,
                      stream: Any = None, threads: int | None = None) -> Any:
+    threads = _one_thread_unless_asked(function, threads)
     if threads is not None:
         from .ndimage import _on_cpu_threads
         return _on_cpu_threads(threads, generic_filter1d, input, function, filter_size, axis, output, mode, cval,
