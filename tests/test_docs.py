@@ -55,12 +55,14 @@ def test_every_filter_documents_the_device_rules():
 def docstring_modules():
     import gpufilt._dispatch
     import gpufilt._external
+    import gpufilt._generic
     import gpufilt._info
     import gpufilt._ops_array
     import gpufilt._ops_matmul
     import gpufilt._ops_nn
     import gpufilt._range_errors
-    modules = [gpufilt, ndimage, gpufilt._dispatch, gpufilt._external, gpufilt._info, gpufilt._ops_array,
+    modules = [gpufilt, ndimage, gpufilt._dispatch, gpufilt._external, gpufilt._generic, gpufilt._info,
+               gpufilt._ops_array,
                gpufilt._ops_matmul, gpufilt._ops_nn, gpufilt._range_errors]
     if importable("torch"):
         modules.append(importlib.import_module("gpufilt.torch"))

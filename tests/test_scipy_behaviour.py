@@ -199,7 +199,7 @@ def test_complex_derivative_sums_are_scipys(name, dtype, rng):
 # ------------------------------------------------------------------ stream=
 
 # Functions that run no CPU kernel of gpufilt's (threads=), or no work at all.
-NO_THREADS = {"fourier_gaussian", "fourier_uniform", "fourier_ellipsoid", "fourier_shift"}
+NO_THREADS = {"fourier_gaussian", "fourier_uniform", "fourier_ellipsoid", "fourier_shift", "vectorized_filter"}
 NO_ARRAY_WORK = {"generate_binary_structure", "iterate_structure"}
 
 

@@ -4,8 +4,8 @@ run against gpufilt.ndimage on numpy arrays, in a child process
 (scipy_suite_plugin.py swaps gpufilt's functions in).
 
 Every test of a function gpufilt provides must pass; those of the functions
-it does not provide (generic_filter, generic_filter1d, vectorized_filter,
-binary_hit_or_miss, the distance transforms) are skipped, and
+it does not provide (binary_hit_or_miss, the distance transforms) are
+skipped, and
 scipy_suite_plugin.DELIBERATE_DIFFERENCES lists the tests
 gpufilt fails on purpose (xfail, strict). ``python tests/test_scipy_suite.py``
 prints the whole report; on a GPU machine,

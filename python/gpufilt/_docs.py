@@ -127,6 +127,33 @@ extra_keywords : dict, optional
     "brute_force": """brute_force : bool, optional
     Accepted for scipy's signature; every step is one pass over the array
     either way.""",
+    "function": """function : callable, scipy.LowLevelCallable, numba cfunc, cupy.RawKernel or ReductionKernel
+    What computes each output element from its window (see above).""",
+    "function1d": """function : callable, scipy.LowLevelCallable, numba cfunc or cupy.RawKernel
+    What computes each output line from its extended input line (see
+    above).""",
+    "filter_size": """filter_size : int
+    Length of the window along `axis`.""",
+    "extra_function": """extra_arguments : tuple, optional
+    More positional arguments for a Python `function` (and a numba CUDA
+    device function).
+extra_keywords : dict, optional
+    More keyword arguments for a Python `function`.""",
+    "function_vectorized": """function : callable
+    ``function(windows, axis=axes)``: reduces `windows`, an array whose
+    last axes (`axis`) are the window's, over them, as numpy's reductions
+    do. It takes arrays of the input's library (numpy or cupy).""",
+    "size_vectorized": """size : int or tuple of ints, optional
+    Shape of a box window (one length per filtered axis); give `size` or
+    `footprint`, not both.""",
+    "mode_vectorized": f"""mode : str, optional
+    How the input extends beyond its edges: one of {_MODES[:-1]},
+    'valid'}} ('valid': not at all, the output is smaller). Default
+    'reflect'.""",
+    "cval_vectorized": """cval : scalar, optional
+    The value beyond the edges; only with mode 'constant'. Default 0.""",
+    "batch_memory": """batch_memory : int, optional
+    The most bytes of windows handed to `function` at once. Default 2**30.""",
     "kwargs": """**kwargs
     More keyword arguments for gaussian_filter (`truncate`, `radius`).""",
 }

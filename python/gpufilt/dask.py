@@ -148,6 +148,15 @@ def _binary(ndim, a, repeat=1):
     return _windows(ndim, a, repeat=iterations * repeat, symmetric=True)
 
 
+def _vectorized(ndim, a):
+    """vectorized_filter's reach: its window's, origin None being 0; mode
+    'valid' shrinks the result, which blocks cannot."""
+    if a.get("mode") == "valid":
+        raise ValueError("vectorized_filter's mode 'valid' changes the shape, which dask blocks cannot: use "
+                         "another mode and slice the result")
+    return _windows(ndim, dict(a, origin=0 if a.get("origin") is None else a["origin"]))
+
+
 def _unknown(name):
     def needs_depth(ndim, a):
         raise ValueError(f"{name} calls a function of yours, whose reach gpufilt cannot know: give depth=, "
@@ -193,6 +202,9 @@ _REACH: dict[str, Callable[[int, dict], Any]] = {
     "binary_dilation": _binary,
     "binary_opening": lambda n, a: _binary(n, a, repeat=2),
     "binary_closing": lambda n, a: _binary(n, a, repeat=2),
+    "generic_filter": lambda n, a: _windows(n, a),
+    "generic_filter1d": lambda n, a: _one_axis(n, a["axis"], _window(a["filter_size"], a["origin"])),
+    "vectorized_filter": lambda n, a: _vectorized(n, a),
     "binary_propagation": lambda n, a: None,
     "binary_fill_holes": lambda n, a: None,
 }

@@ -32,6 +32,7 @@ __all__ = [
     "binary_erosion", "binary_dilation", "binary_opening", "binary_closing", "binary_propagation",
     "binary_fill_holes", "generate_binary_structure", "iterate_structure",
     "fourier_gaussian", "fourier_uniform", "fourier_ellipsoid", "fourier_shift",
+    "generic_filter", "generic_filter1d", "vectorized_filter",
 ]
 
 
@@ -46,10 +47,10 @@ Output = Any
 _NOT_PROVIDED = frozenset("""
     affine_transform binary_hit_or_miss center_of_mass distance_transform_bf distance_transform_cdt
     distance_transform_edt extrema find_objects
-    generic_filter generic_filter1d geometric_transform histogram label
+    geometric_transform histogram label
     labeled_comprehension map_coordinates maximum maximum_position mean median minimum minimum_position
     rotate shift spline_filter spline_filter1d standard_deviation sum sum_labels value_indices variance
-    vectorized_filter watershed_ift zoom""".split())
+    watershed_ift zoom""".split())
 
 
 def __getattr__(name):
@@ -1260,6 +1261,9 @@ from ._morphology import (  # noqa: E402 - they call back into this module's fil
 
 # The Fourier-domain filters (_fourier.py), on the output of numpy or cupy FFTs.
 from ._fourier import fourier_ellipsoid, fourier_gaussian, fourier_shift, fourier_uniform  # noqa: E402
+
+# Filters that call the caller's function (_generic.py).
+from ._generic import generic_filter, generic_filter1d, vectorized_filter  # noqa: E402
 
 
 # Dask arrays: every array function takes one and returns one, lazily

@@ -16,6 +16,7 @@
 #include "bindings/ops_array.hpp"
 #include "bindings/ops_nn.hpp"
 #include "bindings/export.hpp"
+#include "bindings/generic.hpp"
 #include "bindings/ops_matmul.hpp"
 #include "core/binary_propagation.hpp"
 #include "core/cpu_backend.hpp"
@@ -188,6 +189,7 @@ PYBIND11_MODULE(_core, m) {
     }
   });
   register_kernels<CpuPolicy>(m);
+  register_generic<CpuPolicy>(m);
   register_array_ops<CpuPolicy>(m);
   register_nn_ops<CpuPolicy>(m);
   register_matmul<CpuPolicy>(m);

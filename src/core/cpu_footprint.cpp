@@ -420,7 +420,7 @@ struct Scratch {
   BoxBuffers<E> box;
   RowCache<E> rows;
   std::vector<E> result, values, block;
-  // rank_values: what a rank's selection sorts (reduce_line): 0 for other reductions.
+  // rank_values: what a rank's selection sorts, or a Call's window (reduce_line): 0 for other reductions.
   Scratch(const LinePlan& plan, int64_t n, int64_t rank_values, bool box_kernel)
       : box(box_kernel ? BoxBuffers<E>(n, plan.rows.size(), plan.left + plan.right + 1) : BoxBuffers<E>()),
         rows(plan.rows.size(), box_kernel ? 2 * box.half : n + plan.left + plan.right),
@@ -578,6 +578,12 @@ WeightedSumLine<E> weighted_sum_kernel() {
 #endif
 }
 
+// Outputs whose windows a Call gathers at once: 64, fewer for windows so
+// large that 64 of them would leave the L2 cache (256 KiB at most).
+inline int64_t call_block(int64_t taps) {
+  return std::max<int64_t>(1, std::min<int64_t>(64, 32768 / std::max<int64_t>(taps, 1)));
+}
+
 template <class E, int Bytes>
 void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwork& network, int64_t n,
                  Scratch<E>& s, E* res) {
@@ -630,6 +636,27 @@ void reduce_line(const Footprint& f, const LinePlan& plan, const SelectionNetwor
         for (int64_t t = 0; t < taps; ++t) v[t] = tap(t)[i];
         std::nth_element(v, v + f.rank, v + taps);
         res[i] = v[f.rank];
+      }
+      break;
+    }
+    case Reduce::Call: {  // generic_filter: lines of double only (CpuBackend::footprint_pass)
+      if constexpr (std::is_same_v<E, double>) {
+        // The windows of a block of outputs gathered tap by tap (unit-stride
+        // reads of each tap's line), then passed to the function one by one.
+        const int64_t block = call_block(taps);
+        double* v = s.values.data();
+        for (int64_t i0 = 0; i0 < n; i0 += block) {
+          const int64_t width = std::min(block, n - i0);
+          for (int64_t t = 0; t < taps; ++t) {
+            const double* src = tap(t) + i0;
+            for (int64_t j = 0; j < width; ++j) v[j * taps + t] = src[j];
+          }
+          for (int64_t j = 0; j < width; ++j) {
+            res[i0 + j] = 0.0;  // scipy's value where the function sets none
+            if (!f.function(v + j * taps, (intptr_t)taps, res + i0 + j, f.user_data))
+              throw CallbackFailed("unknown error in filter function");
+          }
+        }
       }
       break;
     }
@@ -738,8 +765,10 @@ void run_footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footpri
   // A rank sorts the taps of kNetworkWidth outputs at once through a
   // selection network, else of one output at a time (a 3000 x 3000 median
   // had taken 512 bytes a tap a thread: 10.4 GB on a 4 x 5 array).
-  const int64_t rank_values =
-      f.reduce != Reduce::Rank ? 0 : network.usable() ? f.taps() * kNetworkWidth<E> : f.taps();
+  const int64_t rank_values = f.reduce == Reduce::Call   ? f.taps() * call_block(f.taps())
+                              : f.reduce != Reduce::Rank ? 0
+                              : network.usable()         ? f.taps() * kNetworkWidth<E>
+                                                         : f.taps();
   const int threads = cpu_max_threads();
   const int64_t grain = std::max<int64_t>(1, lines.count / (16 * threads));
   parallel_region(lines.count * n * f.taps() > 32768, threads, [&, load = load, store = store] {
@@ -824,6 +853,10 @@ void CpuBackend::footprint_pass(const ArrayDesc& in0, const ArrayDesc& out0, con
   if (f.ndim == 0) {
     f.ndim = 1;
     f.offsets.assign(f.ntaps, 0);
+  }
+  if (f.reduce == Reduce::Call) {  // the function takes doubles
+    run_footprint_pass<double>(in, out, f, cval);
+    return;
   }
   if (f.reduce == Reduce::Sum) {
     if (weighted_sums_in_float(in.dtype, out.dtype, f.weights, cval) &&

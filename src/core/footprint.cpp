@@ -17,7 +17,7 @@ void check_filter(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f)
     throw std::invalid_argument("footprint offsets do not match its taps");
   if (f.reduce == Reduce::Sum && (int64_t)f.weights.size() != f.taps())
     throw std::invalid_argument("footprint weights do not match its taps");
-  if (f.reduce != Reduce::Sum && f.taps() == 0)
+  if (f.reduce != Reduce::Sum && f.reduce != Reduce::Call && f.taps() == 0)
     throw std::invalid_argument("an all-zero footprint is not supported");
   if (f.reduce == Reduce::Rank && (f.rank < 0 || f.rank >= f.taps()))
     throw std::invalid_argument("rank " + std::to_string(f.rank) + " is not within the footprint's " +
@@ -26,6 +26,8 @@ void check_filter(const ArrayDesc& in, const ArrayDesc& out, const Footprint& f)
     throw std::invalid_argument(std::string("output dtype ") + dtype_name(out.dtype) +
                                 " cannot hold the result for input dtype " + dtype_name(in.dtype) +
                                 ": complex input needs a complex output and real input a real one");
+  if (f.reduce == Reduce::Call && (!f.function || in.device != Device::CPU))
+    throw std::invalid_argument("a footprint's function runs on the CPU only");
   if (is_complex(in.dtype) && f.reduce != Reduce::Sum)
     throw std::invalid_argument("minimum, maximum and rank filters do not accept complex data");
 }

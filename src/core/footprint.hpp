@@ -12,10 +12,12 @@
 
 #include "core/array.hpp"
 #include "core/border.hpp"
+#include "core/generic.hpp"
 
 namespace gpufilt {
 
-enum class Reduce : int8_t { Sum, Minimum, Maximum, Rank };
+// Call: a function of the window's values (generic_filter), on the CPU only.
+enum class Reduce : int8_t { Sum, Minimum, Maximum, Rank, Call };
 
 inline bool has_negative_weight(const std::vector<double>& weights) {
   return std::any_of(weights.begin(), weights.end(), [](double w) { return w < 0.0; });
@@ -53,6 +55,8 @@ struct Footprint {
   std::vector<int64_t> offsets;
   std::vector<double> weights;  // Sum: one per tap
   int64_t rank = 0;             // Rank: 0-based position among the taps
+  WindowFunction function = nullptr;  // Call: the function and its user data
+  void* user_data = nullptr;
   Mode mode = Mode::Reflect;
 
   int64_t taps() const { return ntaps; }
