@@ -44,7 +44,7 @@ and its unmapping when freed, a few milliseconds that do not shrink with
 threads and so cap the parallel efficiency of a plain call.
 
 Usage: python benchmarks/bench_cpu.py [--quick] [--small] [--preallocated]
-                                      [--threads 1,all] [--cases SUBSTRING] [--json PATH]
+                                      [--threads 1,all] [--cases SUBSTRING,...] [--json PATH]
 """
 from __future__ import annotations
 
@@ -118,12 +118,54 @@ def build_cases(div=1):
              opencv=lambda cv2, x: cv2.medianBlur(x, 5)),
         case("uniform_filter size=3 (per call)", (16,), "float32",
              lambda nd, x, **kw: nd.uniform_filter(x, 3, **kw), per_call=True),
+        # Morphology, Fourier and generic filters (issue 34's cases).
+        case("grey_erosion size=3", vol, "float32", lambda nd, x, **kw: nd.grey_erosion(x, 3, **kw)),
+        case("grey_opening size=3", vol, "float32", lambda nd, x, **kw: nd.grey_opening(x, 3, **kw)),
+        case("white_tophat size=3", vol, "float32", lambda nd, x, **kw: nd.white_tophat(x, 3, **kw)),
+        case("binary_erosion 10 iterations", img, "bool",
+             lambda nd, x, **kw: nd.binary_erosion(x, iterations=10, **kw)),
+        case("binary_fill_holes", img, "bool", lambda nd, x, **kw: nd.binary_fill_holes(x, **kw)),
+        case("fourier_gaussian sigma=2", small_vol, "complex64",
+             lambda nd, x, **kw: nd.fourier_gaussian(x, 2, **kw)),
+        case("generic_filter 3x3 mean, numba cfunc", (1024 // div,) * 2, "float64", generic_mean),
     ]
+
+
+def generic_mean(nd, x, **kw):
+    """generic_filter with a numba cfunc computing the window's mean: scipy
+    takes it as a scipy.LowLevelCallable, gpufilt as the cfunc itself (a
+    LowLevelCallable would run on one thread, as scipy runs it)."""
+    if "cfunc" not in _MEAN:
+        from numba import carray, cfunc, types
+        signature = types.intc(types.CPointer(types.double), types.intp, types.CPointer(types.double),
+                               types.voidptr)
+
+        @cfunc(signature)
+        def mean(values, n, result, user_data):
+            window = carray(values, (n,))
+            total = 0.0
+            for i in range(n):
+                total += window[i]
+            result[0] = total / n
+            return 1
+        _MEAN["cfunc"] = mean
+    function = _MEAN["cfunc"]
+    if nd.__name__.startswith("scipy"):
+        import scipy
+        function = scipy.LowLevelCallable(function.ctypes)
+    return nd.generic_filter(x, function, size=3, **kw)
+
+
+_MEAN = {}
 
 
 def random_array(shape, dtype, seed=0):
     """Uniform random data: [0, 1) floats, or 0..255 for uint8."""
     rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.55
+    if dtype == "complex64":
+        return (rng.random(shape) + 1j * rng.random(shape)).astype(np.complex64)
     if dtype == "uint8":
         return rng.integers(0, 256, size=shape, dtype=np.uint8)
     return rng.random(shape, dtype=np.float32).astype(dtype, copy=False)
@@ -227,7 +269,7 @@ def run_worker(args):
     checked = build_cases(4) if args.quick else timed
     records = []
     for case, check_case in zip(timed, checked):
-        if args.cases.lower() in case.name.lower():
+        if any(part.lower() in case.name.lower() for part in args.cases.split(",")):
             print(f"[threads={threads}] ... {case.name}", flush=True)
             records.append(run_case(case, check_case, libs, args))
     with open(args.worker, "w") as f:
@@ -329,7 +371,8 @@ def parse_args(argv=None):
     parser.add_argument("--small", action="store_true", help="timed arrays 4x smaller per axis too")
     parser.add_argument("--threads", default="1,all",
                         help="comma-separated thread counts; 'all' = os.cpu_count()")
-    parser.add_argument("--cases", default="", help="run only cases whose name contains this")
+    parser.add_argument("--cases", default="", help="run only cases whose name contains one of these "
+                        "(comma-separated)")
     parser.add_argument("--preallocated", action="store_true",
                         help="gpufilt and scipy write into output arrays allocated once (output=): "
                              "times without the cost of a fresh output's first touch")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _args, _dispatch, _docs
+from . import _args, _core, _dispatch, _docs
 from ._errors import ArgumentError
 
 _REAL_OUTPUTS = (np.float32, np.float64, np.complex64, np.complex128)
@@ -114,6 +114,37 @@ def _apply(x, xp, factor, output, out_dtype, caller_output):
     return caller_output
 
 
+_CORE_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase):
+    """x times the factor of per-axis `tables` (their product, or exp(i *
+    their sum) with `phase`) by the C++ core in one pass
+    (_core._fourier_multiply), for numpy data of the float dtypes; None
+    where it does not apply (cupy, other dtypes, an output that overlaps the
+    input other than element for element), and the caller computes it."""
+    if xp is not np or x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative:
+        return None
+    target = caller_output
+    if target is not None and (not isinstance(target, np.ndarray) or not target.dtype.isnative or
+                               (np.may_share_memory(x, target) and
+                                (target.__array_interface__["data"][0] != x.__array_interface__["data"][0] or
+                                 target.strides != x.strides))):
+        return None
+    if target is None:
+        target = np.empty(x.shape, out_dtype)
+    tables = [None if t is None else np.ascontiguousarray(t, dtype=np.float64) for t in tables]
+    _core._fourier_multiply(x, target, tables, phase)
+    return target
+
+
+def _apply_tables(x, xp, tables, output, out_dtype, caller_output):
+    """_apply with the product of per-axis tables as the factor: in one pass
+    by the C++ core for numpy data, else by the input's library."""
+    done = _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase=False)
+    return done if done is not None else _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
+
+
 def _outer(tables, xp):
     """The product of per-axis tables over the whole grid, multiplied in
     axis order (as scipy's loop multiplies them), by the input's library:
@@ -161,7 +192,7 @@ def _gaussian(input, sigma, n, axis, output, grid=None):
         scale = s * math.pi / _period(length, ax, n, real_axis)
         exponent = -2.0 * scale * scale * _frequencies(length, ax, n, real_axis) ** 2
         tables.append(_own(np.where(np.abs(exponent) > 50.0, 0.0, np.exp(exponent)), ax, x, starts))
-    return _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
+    return _apply_tables(x, xp, tables, output, out_dtype, caller_output)
 
 
 @_docs.numpy_sections(
@@ -199,7 +230,7 @@ def _uniform(input, size, n, axis, output, grid=None):
             table = np.sin(step * k) / (step * k) if step > 0.0 else np.zeros(length)
         table[0] = 1.0
         tables.append(_own(table, ax, x, starts))
-    return _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
+    return _apply_tables(x, xp, tables, output, out_dtype, caller_output)
 
 
 def _bessel_j1(r, xp):
@@ -293,14 +324,20 @@ def _shift(input, shift, n, axis, output, grid=None):
     x, xp, shifts, real_axis, n = _check(input, shift, "shift", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=True)
     whole, starts = _whole(x, grid)
+    tables = [None if length <= 1 else
+              _own(-2.0 * math.pi * s / _period(length, ax, n, real_axis) * _frequencies(length, ax, n, real_axis),
+                   ax, x, starts)
+              for ax, (length, s) in enumerate(zip(whole, shifts))]
+    done = _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase=True)
+    if done is not None:
+        return done
     phase = None
-    for ax, (length, s) in enumerate(zip(whole, shifts)):
-        if length <= 1:
+    for ax, table in enumerate(tables):
+        if table is None:
             continue
-        table = -2.0 * math.pi * s / _period(length, ax, n, real_axis) * _frequencies(length, ax, n, real_axis)
         shape = [1] * x.ndim
         shape[ax] = x.shape[ax]
-        table = xp.asarray(_own(table, ax, x, starts).reshape(shape))
+        table = xp.asarray(table.reshape(shape))
         phase = table if phase is None else phase + table
     phase = xp.zeros(()) if phase is None else phase
     rotation = xp.cos(phase) + 1j * xp.sin(phase)

@@ -21,6 +21,7 @@
 #include "core/binary_propagation.hpp"
 #include "core/cpu_backend.hpp"
 #include "core/cpu_isa.hpp"
+#include "core/fourier.hpp"
 #include "core/host_pool.hpp"
 
 namespace py = pybind11;
@@ -169,6 +170,46 @@ void register_binary_propagation(py::module_& m) {
      "(core/binary_propagation.hpp); the window of i is i + each row of `offsets` and must hold i itself.");
 }
 
+// One of the Fourier filters' dtypes (float32, float64, complex64,
+// complex128) viewed with its strides; ValueError otherwise.
+FourierArray fourier_array(const py::array& a, const char* name) {
+  const char kind = a.dtype().kind();
+  const auto size = a.dtype().itemsize();
+  const bool is_complex = kind == 'c';
+  if ((kind != 'f' && kind != 'c') || (size != (is_complex ? 8 : 4) && size != (is_complex ? 16 : 8)) ||
+      !a.dtype().attr("isnative").cast<bool>())
+    throw py::value_error(std::string(name) + " must be float32, float64, complex64 or complex128 (native order)");
+  FourierArray f;
+  f.data = static_cast<char*>(const_cast<void*>(a.data()));
+  f.strides.assign(a.strides(), a.strides() + a.ndim());
+  f.is_double = size == (is_complex ? 16 : 8);
+  f.is_complex = is_complex;
+  return f;
+}
+
+void register_fourier(py::module_& m) {
+  m.def("_fourier_multiply", [](const py::array& input, py::array& output, const py::list& tables, bool phase) {
+    const FourierArray in = fourier_array(input, "input"), out = fourier_array(output, "output");
+    if (!output.writeable()) throw py::value_error("output must be writable");
+    if (input.ndim() != output.ndim() || !std::equal(input.shape(), input.shape() + input.ndim(), output.shape()))
+      throw py::value_error("output must have the shape of input");
+    if ((py::ssize_t)tables.size() != input.ndim()) throw py::value_error("one table (or None) per axis");
+    if (in.is_complex && !out.is_complex) throw py::value_error("a complex input needs a complex output");
+    const std::vector<int64_t> shape(input.shape(), input.shape() + input.ndim());
+    std::vector<std::vector<double>> entries(tables.size());
+    for (size_t ax = 0; ax < tables.size(); ++ax) {
+      if (tables[ax].is_none()) continue;
+      const auto t = tables[ax].cast<py::array_t<double, py::array::c_style | py::array::forcecast>>();
+      if (t.ndim() != 1 || t.shape(0) != shape[ax]) throw py::value_error("a table has one entry per element of its axis");
+      entries[ax].assign(t.data(), t.data() + t.shape(0));
+    }
+    py::gil_scoped_release nogil;
+    fourier_multiply(in, out, shape, entries, phase ? FourierFactor::Phase : FourierFactor::Product);
+  }, py::arg("input"), py::arg("output"), py::arg("tables"), py::arg("phase"),
+     "output = input times the Fourier filters' factor (core/fourier.hpp): the product of the per-axis "
+     "tables' entries, or exp(i * their sum) with phase=True.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -197,6 +238,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("build_info", &build_info, "How this module was built.");
   register_host_pool(m);
   register_binary_propagation(m);
+  register_fourier(m);
   m.def("_set_call_threads", &set_cpu_call_threads, py::arg("threads"),
         "Sets this thread's CPU thread count for the calls it makes (0: the default); returns the one before.");
   m.def("cpu_isa_info", &cpu_isa_info, "The vector instructions the CPU kernels use and the CPU supports.");
