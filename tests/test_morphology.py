@@ -108,7 +108,8 @@ def test_binary_propagation_and_fill_holes_match_scipy(rng):
     marker[0, :] = True
     same(gnd.binary_propagation(marker, mask=image), snd.binary_propagation(marker, mask=image))
     same(gnd.binary_fill_holes(image), snd.binary_fill_holes(image))
-    same(gnd.binary_fill_holes(image, structure=np.ones((3, 3))), snd.binary_fill_holes(image, structure=np.ones((3, 3))))
+    same(gnd.binary_fill_holes(image, structure=np.ones((3, 3))),
+         snd.binary_fill_holes(image, structure=np.ones((3, 3))))
     out = np.zeros_like(image)
     assert gnd.binary_fill_holes(image, output=out) is out
     same(out, snd.binary_fill_holes(image))
@@ -163,7 +164,8 @@ def test_fill_holes_and_propagation_match_scipy_on_larger_images(shape, rng):
     same(gnd.binary_fill_holes(image), snd.binary_fill_holes(image))
     marker = rng.random(shape) < 0.01
     same(gnd.binary_propagation(marker, mask=image), snd.binary_propagation(marker, mask=image))
-    same(gnd.binary_erosion(image, iterations=0, border_value=1), snd.binary_erosion(image, iterations=0, border_value=1))
+    same(gnd.binary_erosion(image, iterations=0, border_value=1),
+         snd.binary_erosion(image, iterations=0, border_value=1))
 
 
 @pytest.mark.parametrize("rank, connectivity", [(0, 1), (1, 1), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3), (2, 0)])

@@ -170,8 +170,9 @@ def _on_gpu(src):
     "scipy's signature ``int f(double *buffer, npy_intp filter_size, double *return_value, void *user_data)`` "
     'or a numba cfunc of that signature, which run at C speed: a cfunc on the call\'s threads without the '
     'GIL; a LowLevelCallable, which scipy lets call Python\'s C API, on one thread with the GIL held unless '
-    '`threads` asks for more (then without the GIL: it must be thread-safe and not touch Python). A function that returns 0 raises the Python error it set, '
-    "else RuntimeError, as scipy's. On the GPU `function` is a cupy.RawKernel or cupy.ReductionKernel, called "
+    '`threads` asks for more (then without the GIL: it must be thread-safe and not touch Python). A '
+    "function that returns 0 raises the Python error it set, else RuntimeError, as scipy's. On the GPU "
+    '`function` is a cupy.RawKernel or cupy.ReductionKernel, called '
     'as cupyx.scipy.ndimage.generic_filter calls it, or a numba CUDA device function ``f(window, '
     '*extra_arguments)`` returning the value.',
     ['input', 'function', 'size', 'footprint', 'output', 'mode', 'cval', 'origins', 'extra_function', 'axes',
