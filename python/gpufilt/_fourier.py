@@ -123,10 +123,11 @@ def _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase):
     (_core._fourier_multiply), for numpy data of the float dtypes; None
     where it does not apply (cupy, other dtypes, an output that overlaps the
     input other than element for element), and the caller computes it."""
-    if xp is not np or x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative:
+    if xp is not np or x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative or not x.flags.aligned:
         return None
     target = caller_output
     if target is not None and (not isinstance(target, np.ndarray) or not target.dtype.isnative or
+                               not target.flags.aligned or
                                (np.may_share_memory(x, target) and
                                 (target.__array_interface__["data"][0] != x.__array_interface__["data"][0] or
                                  target.strides != x.strides))):

@@ -1,60 +1,58 @@
 #include "core/fourier.hpp"
 
 #include <cmath>
-#include <complex>
+#include <stdexcept>
 
 namespace gpufilt {
 namespace {
 
-template <class T>
-void load(const char* p, bool is_complex, double& re, double& im) {
-  const T* v = reinterpret_cast<const T*>(p);
-  re = (double)v[0];
-  im = is_complex ? (double)v[1] : 0.0;
-}
-
-template <class T>
-void store(char* p, bool is_complex, double re, double im) {
-  T* v = reinterpret_cast<T*>(p);
-  v[0] = (T)re;
-  if (is_complex) v[1] = (T)im;
-}
-
-// One row along the last axis: the outer axes' part of the factor is
-// `outer` (a product, or a sum of phases), the last axis's table `last`.
-template <class In, class Out>
-void row(const FourierArray& in, const FourierArray& out, const char* src, char* dst, int64_t n,
-         const std::vector<double>& last, double outer, FourierFactor factor) {
-  const int64_t si = in.strides.empty() ? 0 : in.strides.back(), so = out.strides.empty() ? 0 : out.strides.back();
-  for (int64_t x = 0; x < n; ++x, src += si, dst += so) {
-    double re, im;
-    load<In>(src, in.is_complex, re, im);
+// One row along the last axis, of `n` elements of In (PartsIn values each:
+// 1 real, 2 complex) into Out: the outer axes' part of the factor is `outer`
+// (a product, or a sum of phases), the last axis's table `last`. Strides in
+// elements of In / Out; unit rows vectorise.
+template <class In, int PartsIn, class Out, int PartsOut>
+void row(const In* src, int64_t si, Out* dst, int64_t so, int64_t n, const double* last, double outer,
+         FourierFactor factor) {
+  auto one = [&](int64_t x, const In* a, Out* b) {
+    const double re = (double)a[0], im = PartsIn == 2 ? (double)a[1] : 0.0;
+    double out_re, out_im;
     if (factor == FourierFactor::Product) {
-      const double f = last.empty() ? outer : outer * last[x];
-      store<Out>(dst, out.is_complex, f * re, f * im);
+      const double f = last ? outer * last[x] : outer;
+      out_re = f * re;
+      out_im = f * im;
     } else {
-      const double phase = last.empty() ? outer : outer + last[x];
+      const double phase = last ? outer + last[x] : outer;
       const double c = std::cos(phase), s = std::sin(phase);
-      store<Out>(dst, out.is_complex, re * c - im * s, re * s + im * c);
+      out_re = re * c - im * s;
+      out_im = re * s + im * c;
     }
+    b[0] = (Out)out_re;
+    if (PartsOut == 2) b[1] = (Out)out_im;
+  };
+  if (si == PartsIn && so == PartsOut) {
+    for (int64_t x = 0; x < n; ++x) one(x, src + x * PartsIn, dst + x * PartsOut);
+  } else {
+    for (int64_t x = 0; x < n; ++x) one(x, src + x * si, dst + x * so);
   }
 }
 
-template <class In, class Out>
+template <class In, int PartsIn, class Out, int PartsOut>
 void run(const FourierArray& in, const FourierArray& out, const std::vector<int64_t>& shape,
          const std::vector<std::vector<double>>& tables, FourierFactor factor) {
   const size_t ndim = shape.size();
+  const double start = factor == FourierFactor::Product ? 1.0 : 0.0;  // scipy's
   if (ndim == 0) {  // one element; no axis has a table
-    row<In, Out>(in, out, in.data, out.data, 1, {}, factor == FourierFactor::Product ? 1.0 : 0.0, factor);
+    row<In, PartsIn, Out, PartsOut>(reinterpret_cast<const In*>(in.data), PartsIn, reinterpret_cast<Out*>(out.data),
+                                    PartsOut, 1, nullptr, start, factor);
     return;
   }
   int64_t rows = 1;
   for (size_t ax = 0; ax + 1 < ndim; ++ax) rows *= shape[ax];
+  const std::vector<double>& last = tables[ndim - 1];
   std::vector<int64_t> at(ndim, 0);
   for (int64_t r = 0; r < rows; ++r) {
-    // scipy starts from 1.0 (a product) or 0.0 (a phase) and takes each
-    // axis's entry in order: the outer axes' part is the same start.
-    double outer = factor == FourierFactor::Product ? 1.0 : 0.0;
+    // The outer axes' part: scipy's start, then each axis's entry in order.
+    double outer = start;
     const char* src = in.data;
     char* dst = out.data;
     for (size_t ax = 0; ax + 1 < ndim; ++ax) {
@@ -63,16 +61,23 @@ void run(const FourierArray& in, const FourierArray& out, const std::vector<int6
       src += at[ax] * in.strides[ax];
       dst += at[ax] * out.strides[ax];
     }
-    row<In, Out>(in, out, src, dst, shape[ndim - 1], tables[ndim - 1], outer, factor);
+    row<In, PartsIn, Out, PartsOut>(reinterpret_cast<const In*>(src), in.strides[ndim - 1] / (int64_t)sizeof(In),
+                                    reinterpret_cast<Out*>(dst), out.strides[ndim - 1] / (int64_t)sizeof(Out),
+                                    shape[ndim - 1], last.empty() ? nullptr : last.data(), outer, factor);
     for (size_t ax = ndim - 1; ax-- > 0 && ++at[ax] == shape[ax];) at[ax] = 0;
   }
 }
 
-template <class In>
+template <class In, int PartsIn>
 void run_into(const FourierArray& in, const FourierArray& out, const std::vector<int64_t>& shape,
               const std::vector<std::vector<double>>& tables, FourierFactor factor) {
-  if (out.is_double) run<In, double>(in, out, shape, tables, factor);
-  else run<In, float>(in, out, shape, tables, factor);
+  if (out.is_double) {
+    if (out.is_complex) run<In, PartsIn, double, 2>(in, out, shape, tables, factor);
+    else run<In, PartsIn, double, 1>(in, out, shape, tables, factor);
+  } else {
+    if (out.is_complex) run<In, PartsIn, float, 2>(in, out, shape, tables, factor);
+    else run<In, PartsIn, float, 1>(in, out, shape, tables, factor);
+  }
 }
 
 }  // namespace
@@ -81,8 +86,19 @@ void fourier_multiply(const FourierArray& in, const FourierArray& out, const std
                       const std::vector<std::vector<double>>& tables, FourierFactor factor) {
   for (int64_t n : shape)
     if (n == 0) return;
-  if (in.is_double) run_into<double>(in, out, shape, tables, factor);
-  else run_into<float>(in, out, shape, tables, factor);
+  const int64_t in_part = in.is_double ? 8 : 4, out_part = out.is_double ? 8 : 4;
+  if ((uintptr_t)in.data % in_part || (uintptr_t)out.data % out_part)
+    throw std::invalid_argument("the Fourier filters' arrays must be aligned");
+  for (size_t ax = 0; ax < shape.size(); ++ax)
+    if (in.strides[ax] % in_part || out.strides[ax] % out_part)
+      throw std::invalid_argument("the Fourier filters' arrays must be aligned");
+  if (in.is_double) {
+    if (in.is_complex) run_into<double, 2>(in, out, shape, tables, factor);
+    else run_into<double, 1>(in, out, shape, tables, factor);
+  } else {
+    if (in.is_complex) run_into<float, 2>(in, out, shape, tables, factor);
+    else run_into<float, 1>(in, out, shape, tables, factor);
+  }
 }
 
 }  // namespace gpufilt
