@@ -495,3 +495,47 @@ def test_dask_arrays_with_the_halo_of_the_window(rng, mode):
                                   sp.vectorized_filter(a, np.median, size=(5, 3), mode=mode, cval=cval))
     with pytest.raises(ValueError, match="valid"):
         ndimage.vectorized_filter(x, np.median, size=3, mode="valid")
+
+
+def test_line_function_that_resizes_output_line_reads_no_freed_memory():
+    # numpy's resize(refcheck=False) moves a growing line's values; a shrunk
+    # one keeps its first. gpufilt takes what stayed and leaves the rest as
+    # given (zeros); scipy 1.17 reads freed memory there (values like 1e-320).
+    def shrink(line_in, line_out):
+        line_out.resize(1, refcheck=False)
+        line_out[:] = 1
+
+    def grow(line_in, line_out):
+        line_out.resize(100000, refcheck=False)
+        line_out[:] = 1
+    x = np.arange(2000.0).reshape(4, 500)
+    got = ndimage.generic_filter1d(x, shrink, 3)
+    assert (got[:, 0] == 1).all() and (got[:, 1:] == 0).all()
+    assert (ndimage.generic_filter1d(x, grow, 3) == 0).all()
+
+
+def test_c_function_that_sets_an_error_but_returns_1_raises_it(tmp_path):
+    # scipy raises an error the function set, whatever it returned.
+    import shutil
+    import subprocess
+    import sysconfig
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "sets_error.c"
+    source.write_text('#include <Python.h>\n#include <stdint.h>\n'
+                      'int f(double *b, intptr_t n, double *r, void *u) {\n'
+                      '  PyErr_SetString(PyExc_ZeroDivisionError, "set, then 1 returned"); *r = 2; return 1; }\n')
+    library = tmp_path / "sets_error.so"
+    built = subprocess.run([compiler, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(source),
+                            "-o", str(library)], capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"could not build the C function: {built.stderr[-200:]}")
+    import ctypes
+    f = ctypes.CDLL(str(library)).f
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_long, ctypes.POINTER(ctypes.c_double), ctypes.c_void_p]
+    a = np.ones((5, 6))
+    for module in (sp, ndimage):
+        with pytest.raises(ZeroDivisionError, match="set, then 1 returned"):
+            module.generic_filter(a, scipy.LowLevelCallable(f), size=3)

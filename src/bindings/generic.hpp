@@ -12,6 +12,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -108,10 +109,16 @@ inline int call_python_line(double* in, intptr_t in_length, double* out, intptr_
   try {
     const auto& f = *static_cast<const PythonFunction*>(data);
     py::array_t<double> input_line = double_array(in, in_length), output_line = double_array(out, out_length);
+    const double* written = output_line.data();
     PyObject* value = f.call({input_line, output_line});
     if (!value) return 0;
     Py_DECREF(value);
-    if (out_length) std::memcpy(out, output_line.data(), out_length * sizeof(double));
+    // A function may resize output_line (refcheck=False). Where its values
+    // stayed, the first of them count; where they moved, none do, and the
+    // line stays as given (zeros): scipy's line, which output_line views,
+    // keeps what was written into it.
+    const intptr_t kept = output_line.data() == written ? std::min<intptr_t>(output_line.size(), out_length) : 0;
+    if (kept) std::memcpy(out, written, kept * sizeof(double));
     return 1;
   } catch (py::error_already_set& e) {
     e.restore();
@@ -127,9 +134,13 @@ void run_with_function(py::handle function, const py::tuple& extra_arguments, co
                        const char* const (&signatures)[N], Fn trampoline, const Kernel& kernel) {
   try {
     if (auto c = c_function(function, signatures)) {
-      std::optional<py::gil_scoped_release> nogil;
-      if (cpu_max_threads() > 1) nogil.emplace();
-      kernel(reinterpret_cast<Fn>(c->first), c->second);
+      {
+        std::optional<py::gil_scoped_release> nogil;
+        if (cpu_max_threads() > 1) nogil.emplace();
+        kernel(reinterpret_cast<Fn>(c->first), c->second);
+      }
+      // A function may set a Python error and still return 1: scipy raises it.
+      if (PyErr_Occurred()) throw py::error_already_set();
       return;
     }
     PythonFunction python{py::reinterpret_borrow<py::object>(function), extra_arguments, extra_keywords};
