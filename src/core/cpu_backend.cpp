@@ -399,8 +399,9 @@ void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int6
   }
 }
 
-// Windows of at most this many taps are summed whole in float (a running
-// sum in float would drift along a long line); longer ones run in double.
+// Windows of at most this many taps are summed in float (a running sum in
+// float would drift along a long line), whole or by doubling (scans_windows:
+// doubled_means, doubled_mean_rows); longer ones run in double.
 constexpr int64_t kFloatWindow = 32;
 
 // The mean of each window of `size`, summed whole at every output.
@@ -475,14 +476,21 @@ void min_max_rows(Taps ext, int64_t count, int64_t size, E* res) {
   });
 }
 
-// Minima or maxima of rows [i0, i1) of a block whose windows scan
-// (cpu_extremes.hpp): across the rows of lanes, or along the one line;
-// `scratch` holds scan_heads_elements or i1 - i0 + size - 1 elements.
-template <bool Minimum, int Bytes, class E>
+// Minima, maxima or (float) means of rows [i0, i1) of a block whose windows
+// scan (cpu_extremes.hpp): across the rows of lanes, or along the one line;
+// `scratch` holds scan_heads_elements(i1 - i0 + size) or i1 - i0 + size - 1 elements.
+template <LineKind K, int Bytes, class E>
 void scanned_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, int64_t size, E* scratch, E* res) {
-  if (lanes == 1) return doubled_extremes<Minimum, Bytes>(ext + i0, i1 - i0, size, res, scratch);
-  scan_extremes<Minimum, Bytes>(RowsAt<const E*>{ext + i0 * lanes, lanes}, i1 - i0, size, lanes,
-                                RowsAt<E*>{res, lanes}, scratch);
+  const RowsAt<const E*> rows{ext + i0 * lanes, lanes};
+  if constexpr (K == LineKind::Uniform) {
+    if (lanes > 1) return doubled_mean_rows<Bytes>(rows, i1 - i0, size, lanes, RowsAt<E*>{res, lanes}, scratch);
+  } else {
+    if (lanes > 1)
+      return scan_extremes<K == LineKind::Minimum, Bytes>(rows, i1 - i0, size, lanes, RowsAt<E*>{res, lanes},
+                                                          scratch);
+  }
+  if constexpr (K == LineKind::Uniform) doubled_means<Bytes>(ext + i0, i1 - i0, size, res, scratch);
+  else doubled_extremes<K == LineKind::Minimum, Bytes>(ext + i0, i1 - i0, size, res, scratch);
 }
 
 // Results of rows [i0, i1) of a block into res; `sums` carries a running sum
@@ -492,17 +500,21 @@ void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowP
                  E* res) {
   const EvenTaps<E> rows{ext + i0 * lanes, lanes};
   const int64_t count = (i1 - i0) * lanes;
-  const bool scans = scans_extremes(pass.kind, pass.size, lanes == 1);
+  const bool scans = scans_windows(pass.kind, pass.size, lanes == 1);
   switch (pass.kind) {
     case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, pass, res);
     case LineKind::Uniform:
-      if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(rows, count, pass.size, res);
-      else return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
+      if constexpr (std::is_same_v<E, float>) {
+        if (scans) return scanned_rows<LineKind::Uniform, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
+        return window_mean_rows<Bytes>(rows, count, pass.size, res);
+      } else {
+        return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
+      }
     case LineKind::Minimum:
-      if (scans) return scanned_rows<true, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
+      if (scans) return scanned_rows<LineKind::Minimum, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
       return min_max_rows<true, Bytes>(rows, count, pass.size, res);
     case LineKind::Maximum:
-      if (scans) return scanned_rows<false, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
+      if (scans) return scanned_rows<LineKind::Maximum, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
       return min_max_rows<false, Bytes>(rows, count, pass.size, res);
   }
 }
@@ -711,17 +723,19 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   const int threads = cpu_max_threads();
   const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
   // Scanned extremes across rows take chunks of whole blocks, each as long as the window.
-  const bool scans = scans_extremes(pass.kind, taps, true) || scans_extremes(pass.kind, taps, false);
+  // (Means in double keep scipy's running sum, uniform_rows.)
+  const bool scanning = pass.kind != LineKind::Uniform || std::is_same_v<E, float>;
+  const bool scans = scanning && (scans_windows(pass.kind, taps, true) || scans_windows(pass.kind, taps, false));
   auto chunk_rows = [&](int64_t lanes) {
     const int64_t rows = std::max<int64_t>(1, kChunk / lanes);
-    return lanes > 1 && scans_extremes(pass.kind, taps, false) ? (rows + taps - 1) / taps * taps : rows;
+    return lanes > 1 && scanning && scans_windows(pass.kind, taps, false) ? (rows + taps - 1) / taps * taps : rows;
   };
   parallel_region(lines.count * width * n > 32768, threads, [&, load = load, store = store] {
     // res holds one chunk of rows, or the whole line where that is shorter
     // (a tiny array's call then allocates a few bytes, not kChunk values).
     const int64_t line = std::max<int64_t>(n, 1) * max_lanes;
     const int64_t res_size = std::min(std::max(kChunk, max_lanes) + (scans ? taps * max_lanes : 0), line);
-    const int64_t scratch = scans ? std::max(scan_heads_elements<E>(taps), kChunk + taps) : 0;
+    const int64_t scratch = scans ? std::max(scan_heads_elements<E>(chunk_rows(2) + taps), kChunk + taps) : 0;
     std::vector<E> ext((n + taps - 1) * max_lanes), res(res_size), sums(std::max(max_lanes, scratch));
     dynamic_loop(tasks, grain, [&](int64_t t) {
       int64_t in_off, out_off;
@@ -859,7 +873,7 @@ class PlaneWorker {
     rows_.resize(taps);
     e_rows_.resize(taps);
     taps_row_.resize(taps);
-    heads_.resize(scan_heads_elements<S>(taps));
+    heads_.resize(scan_heads_elements<S>(std::max(2 * taps, c.ny + taps)));  // outputs + taps rows
     level_.resize(c.nx + taps);
     if (c.has_across) {
       if (!(c.after.empty() && c.write_direct)) ahead_.resize(c.group - 1, std::vector<S>(plane_));
@@ -941,7 +955,7 @@ class PlaneWorker {
   // borders then take the border modes, row by row.
   void run_pass(const PlanePass<E>& p, PlaneRows<S> src, PlaneRows<S> dst) {
     if constexpr (std::is_same_v<S, E>)
-      if (scans_extremes(p.kind, p.taps, true)) return scanned_pass(p, src, dst);
+      if (scans_windows(p.kind, p.taps, true)) return scanned_pass(p, src, dst);
     const RowPass<E> rp = p.row_pass();
     const int64_t nx = c_.nx, ny = c_.ny;
     const bool packed = src.stride == nx && dst.stride == nx;
@@ -978,16 +992,15 @@ class PlaneWorker {
     for (int64_t y = inner1; y < ny; ++y) border_row(y);
   }
 
-  // run_pass for minima and maxima that scan (cpu_extremes.hpp; S is E):
+  // run_pass for minima, maxima and means that scan (cpu_extremes.hpp; S is E):
   // across the rows, every output row from the plane's rows or cval's; along
   // each row, from the row extended.
   void scanned_pass(const PlanePass<E>& p, PlaneRows<S> src, PlaneRows<S> dst) {
     const int64_t nx = c_.nx, ny = c_.ny;
-    const bool minimum = p.kind == LineKind::Minimum;
     if (p.axis == 1) {
       for (int64_t y = 0; y < ny; ++y) {
         extend_row(p, src.row(y), -p.left, nx + p.taps - 1, ext_.data());
-        scans_.line(ext_.data(), nx, p.taps, dst.row(y), level_.data(), minimum);
+        scans_.line(ext_.data(), nx, p.taps, dst.row(y), level_.data(), p.kind);
       }
       return;
     }
@@ -998,7 +1011,7 @@ class PlaneWorker {
       taps_[k] = q < 0 ? cval_row_.data() : src.row(q);
     }
     for (int64_t y = 0; y < ny; ++y) out_rows_[y] = dst.row(y);
-    scans_.rows(taps_.data(), ny, p.taps, nx, out_rows_.data(), heads_.data(), minimum);
+    scans_.rows(taps_.data(), ny, p.taps, nx, out_rows_.data(), heads_.data(), p.kind);
   }
 
   // to[m] = the row src at position first + m, extended past its ends, in E
@@ -1114,7 +1127,8 @@ class PlaneWorker {
     if (z > group_z_ && z < group_z_ + group_n_) {
       if (!ahead_.empty()) a_.swap(ahead_[z - group_z_ - 1]);  // else written to the output already
     } else {
-      const bool scans = std::is_same_v<S, E> && scans_extremes(p.kind, p.taps, false) && c_.group > 1;
+      // (With a ring, groups of one plane: the means' bits must not depend on the path.)
+      const bool scans = std::is_same_v<S, E> && scans_windows(p.kind, p.taps, false);
       const int64_t n = scans ? std::min<int64_t>(c_.group, z1 - z)
                         : c_.group >= 4 && z1 - z >= 4 ? 4
                         : c_.group >= 2 && z1 - z >= 2 ? 2
@@ -1141,7 +1155,7 @@ class PlaneWorker {
         for (int64_t i = 0; i < n; ++i) rows[i] = dst_[i].row(y);
         if constexpr (std::is_same_v<S, E>)
           if (scans) {
-            scans_.rows(taps_.data(), n, p.taps, c_.nx, rows, heads_.data(), p.kind == LineKind::Minimum);
+            scans_.rows(taps_.data(), n, p.taps, c_.nx, rows, heads_.data(), p.kind);
             continue;
           }
         if (n > 1) group_rows(taps_.data(), rp, n, rows);
@@ -1160,7 +1174,7 @@ class PlaneWorker {
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const MeanGroup<2> mean_pair_ = mean_group_kernel<2>();
   const MeanGroup<4> mean_quad_ = mean_group_kernel<4>();
-  const ExtremeScans<S> scans_ = extreme_scans<S>();
+  const WindowScans<S> scans_ = window_scans<S>();
   int64_t group_z_ = -1, group_n_ = 0;  // the last such group: planes [group_z_, group_z_ + group_n_)
   std::vector<S> a_, b_, ring_, ends_;  // ends_: row_ends' results
   std::vector<S> heads_, level_;        // scratch of the scanned extremes
@@ -1216,7 +1230,7 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
     const bool float_mean = std::is_same_v<S, float> && std::is_same_v<E, float> &&
                             c.across.kind == LineKind::Uniform && c.across.taps >= 4;
     // Scanned extremes: blocks of as many planes as the window (cpu_extremes.hpp).
-    c.group = scans_extremes(c.across.kind, c.across.taps, false) ? c.across.taps
+    c.group = scans_windows(c.across.kind, c.across.taps, false) ? c.across.taps
               : float_mean                                  ? 4
               : c.across.kind == LineKind::Correlate       ? 2
                                                            : 1;
@@ -1344,7 +1358,7 @@ class StripWorker {
     rows_.resize(std::max(slots, c.has_along ? c.along.taps : 1));
     e_rows_.resize(rows_.size());
     out_rows_.resize(c.block);
-    heads_.resize(scan_heads_elements<S>(std::max(c.across.taps, c.has_along ? c.along.taps : 1)));
+    heads_.resize(scan_heads_elements<S>(2 * c.across.taps));  // a block's outputs + taps rows
     level_.resize(stride_);
   }
 
@@ -1404,8 +1418,7 @@ class StripWorker {
           rows_[k] = cval_slot_[s] ? cval_row() : ring_.get() + s * slot_;
         }
         for (int64_t i = 0; i < n; ++i) out_rows_[i] = out + i * stride_;
-        return scans_.rows(rows_.data(), n, p.taps, slot_width_, out_rows_.data(), heads_.data(),
-                           p.kind == LineKind::Minimum);
+        return scans_.rows(rows_.data(), n, p.taps, slot_width_, out_rows_.data(), heads_.data(), p.kind);
       }
     bool any_cval = false;
     for (int64_t k = 0; k < p.taps + n - 1; ++k) {
@@ -1489,13 +1502,13 @@ class StripWorker {
     const PlanePass<E>& p = c_.along;
     const RowPass<E> rp = p.row_pass();
     if constexpr (std::is_same_v<S, E>)
-      if (scans_extremes(p.kind, p.taps, true)) {  // cval read as S, which is E
+      if (scans_windows(p.kind, p.taps, true)) {  // cval read as S, which is E
         if (edge_cval_) {
           E* e = e_buffer();
           for (int64_t m = 0; m < count + p.taps - 1; ++m) e[m] = columns_[m] < 0 ? (E)c_.cval : src[m];
           src = e;
         }
-        return scans_.line(src, count, p.taps, dst, level_.data(), p.kind == LineKind::Minimum);
+        return scans_.line(src, count, p.taps, dst, level_.data(), p.kind);
       }
     if (!edge_cval_) {
       for (int64_t k = 0; k < p.taps; ++k) rows_[k] = src + k;
@@ -1514,7 +1527,7 @@ class StripWorker {
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const std::pair<LoadRun<S>, StoreRun<S>> runs_ = run_kernels<St, S>();
-  const ExtremeScans<S> scans_ = extreme_scans<S>();
+  const WindowScans<S> scans_ = window_scans<S>();
   std::unique_ptr<S[]> ring_, segment_, result_;  // uninitialised
   std::vector<S> heads_, level_;                   // scratch of the scanned extremes
   std::vector<S*> out_rows_;
@@ -1559,7 +1572,7 @@ void run_strip_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
       c.along = plane_pass<E, R>(p, 1);
     }
   }
-  c.scans = std::is_same_v<S, E> && scans_extremes(c.across.kind, c.across.taps, false);
+  c.scans = std::is_same_v<S, E> && scans_windows(c.across.kind, c.across.taps, false);
   if (c.scans) c.block = c.across.taps;
   const int64_t reach = c.has_along ? c.along.taps - 1 : 0;
   const int64_t fits = kStripBytes / ((c.across.taps + c.block - 1) * (int64_t)sizeof(S)) - reach;

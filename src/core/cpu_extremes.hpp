@@ -1,7 +1,7 @@
-// Minimum and maximum passes of long windows on the CPU, at a cost that
-// grows little or not at all with the window, for the line passes and the
-// fused chains of cpu_backend.cpp (the short windows there compare every
-// tap: min_max_rows).
+// Minimum, maximum and (float) mean passes of long windows on the CPU, at
+// a cost that grows little or not at all with the window, for the line
+// passes and the fused chains of cpu_backend.cpp (the short windows there
+// compare or add every tap: min_max_rows, window_mean_rows).
 //
 // Scipy's rule (a running value replaced only by a strictly smaller or
 // larger one, from the window's first tap) gives: a window whose first tap
@@ -23,6 +23,9 @@
 //   level from the one before in one vector pass; a window is the extreme
 //   of two overlapping spans of the largest power of two in it (overlap is
 //   harmless: an extreme picks one element). log2(w) + 1 passes.
+// * Means: sums of 2, 4, 8 ... neighbours likewise, a window's from those of
+//   the powers of two in w (doubled_means along a line, doubled_mean_rows
+//   across rows, in one order: the same bits on every path).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,21 +39,29 @@ namespace gpufilt {
 namespace cpu {
 
 // The one routing rule: whether a pass of `kind` over windows of `taps`
-// runs on the scanning kernels below. Where the rows or the line that a
+// runs on the kernels below. Extremes: where the rows or the line that a
 // pass reads are held in L1/L2 (a plane's passes in the fused chains, a
 // line along the most contiguous axis) comparing every tap is fast, and
 // scanning pays from 16 taps; where they come from a ring of rows beyond L2
 // or from memory (a pass across the planes or rows of the fused chains, the
 // lanes of a line pass), from 2. One thread, against the tap-by-tap
-// kernels: minimum_filter1d of float32 4096^2 along axis 0 6.3x to 23.7x
+// kernels: minimum_filter1d of float32 4096^2 along axis 0 1.6x to 24x
 // faster from 2 to 31 taps (strip chain), along axis -1 0.41x at 2 and
 // 1.26x at 31; 256^3 along axis 1 0.44x at 2, 0.94x at 15, 1.64x at 31;
-// uint8 4096^2 along axis 0 1.0x at 2, 2.0x at 31 (benchmarks/RESULTS.md).
-constexpr int64_t kMinScannedTaps = 2, kMinScannedCachedTaps = 16;
+// uint8 4096^2 along axis 0 1.0x at 2, 2.0x at 31. Means (float sums, up
+// to 32 taps: kFloatWindow) double from 24 taps on every path, whose
+// results must agree to the bit: float32 4096^2 along axis 0 1.9x at 16
+// and 31, along axis -1 0.78x at 16, 1.08x at 31; 256^3 along axis 0
+// 0.85x at 16, 1.34x at 31 (benchmarks/RESULTS.md).
+constexpr int64_t kMinScannedTaps = 2, kMinScannedCachedTaps = 16, kMinDoubledMeanTaps = 24;
 
-inline bool scans_extremes(LineKind kind, int64_t taps, bool cached) {
-  return (kind == LineKind::Minimum || kind == LineKind::Maximum) &&
-         taps >= (cached ? kMinScannedCachedTaps : kMinScannedTaps);
+inline bool scans_windows(LineKind kind, int64_t taps, bool cached) {
+  switch (kind) {
+    case LineKind::Minimum:
+    case LineKind::Maximum: return taps >= (cached ? kMinScannedCachedTaps : kMinScannedTaps);
+    case LineKind::Uniform: return taps >= kMinDoubledMeanTaps;
+    default: return false;
+  }
 }
 
 // Each selection below is one comparison inside `?:`, as the other kernels
@@ -101,10 +112,10 @@ struct RowsAt {
   GF_INLINE P operator[](int64_t k) const { return base + k * stride; }
 };
 
-// Elements of `heads` that scan_extremes needs for windows of w taps.
+// Elements of the scratch of scan_extremes (`rows`: w) and doubled_mean_rows (n + w - 1).
 template <class E>
-constexpr int64_t scan_heads_elements(int64_t w) {
-  return w * kTile * (64 / (int64_t)sizeof(E));  // w rows of a tile of up to kTile 64-byte vectors
+constexpr int64_t scan_heads_elements(int64_t rows) {
+  return rows * kTile * (64 / (int64_t)sizeof(E));  // rows of a tile of up to kTile 64-byte vectors
 }
 
 // res[i][j] = the extreme of rows[i][j] .. rows[i + w - 1][j] (scipy's
@@ -145,6 +156,46 @@ void scan_extremes(Rows rows, int64_t n, int64_t w, int64_t count, Res res, E* h
   });
 }
 
+// Means by doubling (doubled_means) across rows: res[i][j] = the mean of
+// rows[i][j] .. rows[i + w - 1][j], for i < n and j < count, each sum made
+// in the order doubled_means makes it along a line, whatever n and the rows
+// around: every path (fused or pass by pass, any layout, any threads) gives
+// the same bits. (van Herk's suffix and prefix sums cost three additions an
+// output, but depend on where blocks start, and along a contiguous line run
+// serially.) levels: scan_heads_elements<E>(n + w - 1).
+template <int Bytes, class E, class Rows, class Res>
+void doubled_mean_rows(Rows rows, int64_t n, int64_t w, int64_t count, Res res, E* levels) {
+  const E divisor = (E)w;
+  for_tiles<E, Bytes>(count, [&](int64_t j, auto tiles, auto v) GF_INLINE_LAMBDA {
+    using V = decltype(v);
+    constexpr int N = decltype(tiles)::value, step = sizeof(V) / sizeof(E);
+    auto level = [&](int64_t k, int t) { return levels + (k * N + t) * step; };
+    auto out = [&](int64_t i, int t) { return res[i] + j + t * step; };
+    int64_t valid = n + w - 1, span = 1, done = 0;  // level k: the sum of rows k .. k + span - 1
+    for (;;) {
+      if (w & span) {  // out(i): the sum of rows i .. i + done + span - 1
+        for (int64_t i = 0; i < n; ++i)
+          for (int t = 0; t < N; ++t) {
+            const V x = span == 1 ? load_as<V>(rows[i + done] + j + t * step) : load_as<V>(level(i + done, t));
+            store_as(out(i, t), done == 0 ? x : load_as<V>(out(i, t)) + x);
+          }
+        done += span;
+      }
+      if (2 * span > w) break;
+      valid -= span;
+      for (int64_t k = 0; k < valid; ++k)
+        for (int t = 0; t < N; ++t) {
+          const V a = span == 1 ? load_as<V>(rows[k] + j + t * step) : load_as<V>(level(k, t));
+          const V b = span == 1 ? load_as<V>(rows[k + 1] + j + t * step) : load_as<V>(level(k + span, t));
+          store_as(level(k, t), a + b);
+        }
+      span *= 2;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int t = 0; t < N; ++t) store_as(out(i, t), load_as<V>(out(i, t)) / divisor);
+  });
+}
+
 // res[j] = the extreme of x[j] .. x[j + w - 1] (scipy's rule) for j < count,
 // by doubling in `level` (count + w - 1 elements; x and res may not overlap it).
 template <bool Minimum, int Bytes, class E>
@@ -172,53 +223,95 @@ void doubled_extremes(const E* x, int64_t count, int64_t w, E* res, E* level) {
   for (; j < count; ++j) res[j] = x[j] != x[j] ? x[j] : extreme_of<Minimum>(from[j], from[j + second]);
 }
 
+// res[j] = the mean of x[j] .. x[j + w - 1] for j < count: sums of 2, 4, 8
+// .. neighbours in `level` (count + w - 1 elements), a window's sum from
+// those of the powers of two in w (lowest first), in res, then divided.
+template <int Bytes, class E>
+void doubled_means(const E* x, int64_t count, int64_t w, E* res, E* level) {
+  using V = typename Simd<E, Bytes>::V;
+  constexpr int64_t L = sizeof(V) / sizeof(E);
+  int64_t valid = count + w - 1, span = 1, done = 0;  // from[j]: the sum of x[j .. j + span)
+  const E* from = x;
+  for (;;) {
+    if (w & span) {  // res[j]: the sum of x[j .. j + done + span)
+      int64_t j = 0;
+      if (done == 0) {
+        std::copy(from, from + count, res);
+      } else {
+        for (; j + L <= count; j += L) store_as(res + j, load_as<V>(res + j) + load_as<V>(from + j + done));
+        for (; j < count; ++j) res[j] += from[j + done];
+      }
+      done += span;
+    }
+    if (2 * span > w) break;
+    valid -= span;
+    int64_t j = 0;
+    for (; j + L <= valid; j += L) store_as(level + j, load_as<V>(from + j) + load_as<V>(from + j + span));
+    for (; j < valid; ++j) level[j] = from[j] + from[j + span];
+    from = level;
+    span *= 2;
+  }
+  const E divisor = (E)w;
+  int64_t j = 0;
+  for (; j + L <= count; j += L) store_as(res + j, load_as<V>(res + j) / divisor);
+  for (; j < count; ++j) res[j] /= divisor;
+}
+
 // The kernels above for the workers of the fused chains, compiled for each
-// instruction set (cpu_isa.hpp) and chosen at run time.
+// instruction set (cpu_isa.hpp) and chosen at run time; `kind`: Minimum,
+// Maximum or Uniform (means: float only).
 template <class E>
-struct ExtremeScans {
-  void (*rows)(const E* const* rows, int64_t n, int64_t w, int64_t count, E* const* res, E* heads, bool minimum);
+struct WindowScans {
+  // heads: scan_heads_elements<E>(n + w - 1)
+  void (*rows)(const E* const* rows, int64_t n, int64_t w, int64_t count, E* const* res, E* heads, LineKind kind);
   // level: min(count, kLineChunk) + w - 1 elements
-  void (*line)(const E* x, int64_t count, int64_t w, E* res, E* level, bool minimum);
+  void (*line)(const E* x, int64_t count, int64_t w, E* res, E* level, LineKind kind);
 };
 
 template <class E, int Bytes>
-void scan_rows(const E* const* rows, int64_t n, int64_t w, int64_t count, E* const* res, E* heads, bool minimum) {
-  if (minimum) scan_extremes<true, Bytes>(rows, n, w, count, res, heads);
-  else scan_extremes<false, Bytes>(rows, n, w, count, res, heads);
+void scan_rows(const E* const* rows, int64_t n, int64_t w, int64_t count, E* const* res, E* heads, LineKind kind) {
+  switch (kind) {
+    case LineKind::Minimum: return scan_extremes<true, Bytes>(rows, n, w, count, res, heads);
+    case LineKind::Maximum: return scan_extremes<false, Bytes>(rows, n, w, count, res, heads);
+    default: return doubled_mean_rows<Bytes>(rows, n, w, count, res, heads);
+  }
 }
 // Lines are taken in chunks of this many outputs, whose levels stay in L1.
 constexpr int64_t kLineChunk = 1024;
 template <class E, int Bytes>
-void scan_line(const E* x, int64_t count, int64_t w, E* res, E* level, bool minimum) {
+void scan_line(const E* x, int64_t count, int64_t w, E* res, E* level, LineKind kind) {
   for (int64_t j = 0; j < count; j += kLineChunk) {
     const int64_t n = std::min(kLineChunk, count - j);
-    if (minimum) doubled_extremes<true, Bytes>(x + j, n, w, res + j, level);
-    else doubled_extremes<false, Bytes>(x + j, n, w, res + j, level);
+    switch (kind) {
+      case LineKind::Minimum: doubled_extremes<true, Bytes>(x + j, n, w, res + j, level); break;
+      case LineKind::Maximum: doubled_extremes<false, Bytes>(x + j, n, w, res + j, level); break;
+      default: doubled_means<Bytes>(x + j, n, w, res + j, level); break;
+    }
   }
 }
 #if defined(GPUFILT_ISA_COPIES)
 template <class E>
 GF_AVX2 void scan_rows_avx2(const E* const* rows, int64_t n, int64_t w, int64_t count, E* const* res, E* heads,
-                            bool minimum) {
-  scan_rows<E, 32>(rows, n, w, count, res, heads, minimum);
+                            LineKind kind) {
+  scan_rows<E, 32>(rows, n, w, count, res, heads, kind);
 }
 template <class E>
 GF_AVX512 void scan_rows_avx512(const E* const* rows, int64_t n, int64_t w, int64_t count, E* const* res,
-                                E* heads, bool minimum) {
-  scan_rows<E, 64>(rows, n, w, count, res, heads, minimum);
+                                E* heads, LineKind kind) {
+  scan_rows<E, 64>(rows, n, w, count, res, heads, kind);
 }
 template <class E>
-GF_AVX2 void scan_line_avx2(const E* x, int64_t count, int64_t w, E* res, E* level, bool minimum) {
-  scan_line<E, 32>(x, count, w, res, level, minimum);
+GF_AVX2 void scan_line_avx2(const E* x, int64_t count, int64_t w, E* res, E* level, LineKind kind) {
+  scan_line<E, 32>(x, count, w, res, level, kind);
 }
 template <class E>
-GF_AVX512 void scan_line_avx512(const E* x, int64_t count, int64_t w, E* res, E* level, bool minimum) {
-  scan_line<E, 64>(x, count, w, res, level, minimum);
+GF_AVX512 void scan_line_avx512(const E* x, int64_t count, int64_t w, E* res, E* level, LineKind kind) {
+  scan_line<E, 64>(x, count, w, res, level, kind);
 }
 #endif
 
 template <class E>
-ExtremeScans<E> extreme_scans() {
+WindowScans<E> window_scans() {
 #if defined(GPUFILT_ISA_COPIES)
   return {for_cpu_isa(&scan_rows<E, 16>, &scan_rows_avx2<E>, &scan_rows_avx512<E>),
           for_cpu_isa(&scan_line<E, 16>, &scan_line_avx2<E>, &scan_line_avx512<E>)};
