@@ -223,6 +223,16 @@ def main(argv=None):
     return 1 if failures else 0
 
 
+def print_worst_against_scipy(rows, key, label):
+    """Each family's point of the lowest rows[key] (scipy's time / gpufilt's on one thread), as a table."""
+    print("\nWorst point of each family (scipy time / gpufilt time on one thread)")
+    table = []
+    for family in dict.fromkeys(r["family"] for r in rows):
+        w = min((r for r in rows if r["family"] == family), key=lambda r: r[key])
+        table.append([family, label(w), f"{w[key]:.1f}"])
+    _bench.print_table(["family", "worst point", "x scipy (1 thread)"], table)
+
+
 def cpu_sweep(args):
     """gpufilt's CPU kernels, one thread and all cores, against scipy."""
     import os
@@ -263,12 +273,7 @@ def cpu_sweep(args):
                              "scipy_ms": ref, "x_scipy_1": ref / one, "check": text})
                 print(f"  {family:<34} {label:>10}  1 thread {one:9.2f} ms  {cores} threads {alll:8.2f} ms  "
                       f"scipy {ref:9.1f} ms  x{ref / one:.1f}  {text}", flush=True)
-    print("\nWorst point of each family (scipy time / gpufilt time on one thread)")
-    table = []
-    for family in dict.fromkeys(r["family"] for r in rows):
-        w = min((r for r in rows if r["family"] == family), key=lambda r: r["x_scipy_1"])
-        table.append([family, w["param"], f"{w['x_scipy_1']:.1f}"])
-    _bench.print_table(["family", "worst point", "x scipy (1 thread)"], table)
+    print_worst_against_scipy(rows, "x_scipy_1", lambda r: r["param"])
     if args.json:
         _bench.write_json(args.json, {"cores": cores, "points": rows})
     return 1 if any(not r["check"].startswith("ok") for r in rows) else 0
@@ -329,12 +334,7 @@ def cpu_boxes(args):
                     before = f"before {row['baseline_ms']:7.1f} ms (x{row['x_baseline']:4.2f})  " if base else ""
                     print(f"  {family:<38} size {n:3d}  {before}gpufilt {row['gpufilt_ms']:7.1f} ms  "
                           f"scipy {row['scipy_ms']:7.1f} ms  x{row['x_scipy']:5.1f}  {text}", flush=True)
-    print("\nWorst point of each family (scipy time / gpufilt time, one thread)")
-    table = []
-    for family in dict.fromkeys(r["family"] for r in rows):
-        w = min((r for r in rows if r["family"] == family), key=lambda r: r["x_scipy"])
-        table.append([family, f"size {w['size']}", f"{w['x_scipy']:.1f}"])
-    _bench.print_table(["family", "worst point", "x scipy"], table)
+    print_worst_against_scipy(rows, "x_scipy", lambda r: f"size {r['size']}")
     if args.json:
         _bench.write_json(args.json, {"points": rows})
     return 1 if any(not r["check"].startswith("ok") for r in rows) else 0
