@@ -500,7 +500,7 @@ void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowP
                  E* res) {
   const EvenTaps<E> rows{ext + i0 * lanes, lanes};
   const int64_t count = (i1 - i0) * lanes;
-  const bool scans = scans_windows(pass.kind, pass.size, lanes == 1);
+  const bool scans = scans_windows(pass.kind, pass.size, lanes == 1 ? TapSource::Cache : TapSource::Memory);
   switch (pass.kind) {
     case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, pass, res);
     case LineKind::Uniform:
@@ -725,10 +725,12 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   // Scanned extremes across rows take chunks of whole blocks, each as long as the window.
   // (Means in double keep scipy's running sum, uniform_rows.)
   const bool scanning = pass.kind != LineKind::Uniform || std::is_same_v<E, float>;
-  const bool scans = scanning && (scans_windows(pass.kind, taps, true) || scans_windows(pass.kind, taps, false));
+  const bool scans = scanning && (scans_windows(pass.kind, taps, TapSource::Cache) ||
+                                   scans_windows(pass.kind, taps, TapSource::Memory));
   auto chunk_rows = [&](int64_t lanes) {
     const int64_t rows = std::max<int64_t>(1, kChunk / lanes);
-    return lanes > 1 && scanning && scans_windows(pass.kind, taps, false) ? (rows + taps - 1) / taps * taps : rows;
+    const bool scans_lanes = lanes > 1 && scanning && scans_windows(pass.kind, taps, TapSource::Memory);
+    return scans_lanes ? (rows + taps - 1) / taps * taps : rows;
   };
   parallel_region(lines.count * width * n > 32768, threads, [&, load = load, store = store] {
     // res holds one chunk of rows, or the whole line where that is shorter
@@ -955,7 +957,7 @@ class PlaneWorker {
   // borders then take the border modes, row by row.
   void run_pass(const PlanePass<E>& p, PlaneRows<S> src, PlaneRows<S> dst) {
     if constexpr (std::is_same_v<S, E>)
-      if (scans_windows(p.kind, p.taps, true)) return scanned_pass(p, src, dst);
+      if (scans_windows(p.kind, p.taps, TapSource::Cache)) return scanned_pass(p, src, dst);
     const RowPass<E> rp = p.row_pass();
     const int64_t nx = c_.nx, ny = c_.ny;
     const bool packed = src.stride == nx && dst.stride == nx;
@@ -1128,7 +1130,7 @@ class PlaneWorker {
       if (!ahead_.empty()) a_.swap(ahead_[z - group_z_ - 1]);  // else written to the output already
     } else {
       // (With a ring, groups of one plane: the means' bits must not depend on the path.)
-      const bool scans = std::is_same_v<S, E> && scans_windows(p.kind, p.taps, false);
+      const bool scans = std::is_same_v<S, E> && scans_windows(p.kind, p.taps, TapSource::Memory);
       const int64_t n = scans ? std::min<int64_t>(c_.group, z1 - z)
                         : c_.group >= 4 && z1 - z >= 4 ? 4
                         : c_.group >= 2 && z1 - z >= 2 ? 2
@@ -1230,7 +1232,7 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
     const bool float_mean = std::is_same_v<S, float> && std::is_same_v<E, float> &&
                             c.across.kind == LineKind::Uniform && c.across.taps >= 4;
     // Scanned extremes: blocks of as many planes as the window (cpu_extremes.hpp).
-    c.group = scans_windows(c.across.kind, c.across.taps, false) ? c.across.taps
+    c.group = scans_windows(c.across.kind, c.across.taps, TapSource::Memory) ? c.across.taps
               : float_mean                                  ? 4
               : c.across.kind == LineKind::Correlate       ? 2
                                                            : 1;
@@ -1502,7 +1504,7 @@ class StripWorker {
     const PlanePass<E>& p = c_.along;
     const RowPass<E> rp = p.row_pass();
     if constexpr (std::is_same_v<S, E>)
-      if (scans_windows(p.kind, p.taps, true)) {  // cval read as S, which is E
+      if (scans_windows(p.kind, p.taps, TapSource::Cache)) {  // cval read as S, which is E
         if (edge_cval_) {
           E* e = e_buffer();
           for (int64_t m = 0; m < count + p.taps - 1; ++m) e[m] = columns_[m] < 0 ? (E)c_.cval : src[m];
@@ -1572,7 +1574,7 @@ void run_strip_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
       c.along = plane_pass<E, R>(p, 1);
     }
   }
-  c.scans = std::is_same_v<S, E> && scans_windows(c.across.kind, c.across.taps, false);
+  c.scans = std::is_same_v<S, E> && scans_windows(c.across.kind, c.across.taps, TapSource::Ring);
   if (c.scans) c.block = c.across.taps;
   const int64_t reach = c.has_along ? c.along.taps - 1 : 0;
   const int64_t fits = kStripBytes / ((c.across.taps + c.block - 1) * (int64_t)sizeof(S)) - reach;

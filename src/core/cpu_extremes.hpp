@@ -38,28 +38,31 @@
 namespace gpufilt {
 namespace cpu {
 
-// The one routing rule: whether a pass of `kind` over windows of `taps`
-// runs on the kernels below. Extremes: where the rows or the line that a
-// pass reads are held in L1/L2 (a plane's passes in the fused chains, a
-// line along the most contiguous axis) comparing every tap is fast, and
-// scanning pays from 16 taps; where they come from a ring of rows beyond L2
-// or from memory (a pass across the planes or rows of the fused chains, the
-// lanes of a line pass), from 2. One thread, against the tap-by-tap
-// kernels: minimum_filter1d of float32 4096^2 along axis 0 1.6x to 24x
-// faster from 2 to 31 taps (strip chain), along axis -1 0.41x at 2 and
-// 1.26x at 31; 256^3 along axis 1 0.44x at 2, 0.94x at 15, 1.64x at 31;
-// uint8 4096^2 along axis 0 1.0x at 2, 2.0x at 31. Means (float sums, up
-// to 32 taps: kFloatWindow) double from 24 taps on every path, whose
-// results must agree to the bit: float32 4096^2 along axis 0 1.9x at 16
-// and 31, along axis -1 0.78x at 16, 1.08x at 31; 256^3 along axis 0
-// 0.85x at 16, 1.34x at 31 (benchmarks/RESULTS.md).
-constexpr int64_t kMinScannedTaps = 2, kMinScannedCachedTaps = 16, kMinDoubledMeanTaps = 24;
+// Where a pass's taps come from, for the routing rule below.
+enum class TapSource {
+  Ring,    // the strip chain's ring of rows (L2)
+  Memory,  // planes read from memory (the plane chain's march pass), the lanes of a line pass
+  Cache,   // rows and lines held in L1/L2 (a plane's passes, lines along the most contiguous axis)
+};
 
-inline bool scans_windows(LineKind kind, int64_t taps, bool cached) {
+// The one routing rule: whether a pass of `kind` over windows of `taps`
+// runs on the kernels below. Extremes scan from the size where it measured
+// faster than comparing every tap, which depends on where the taps come
+// from; means (float sums, up to 32 taps: kFloatWindow) double from 24 taps
+// on every path, whose results must agree to the bit. One thread, this
+// machine (AMD EPYC, AVX-512), against the tap-by-tap kernels: strip chain
+// (minimum_filter1d, float32 4096^2 axis 0) 1.6x at 2, 2.3x at 3, 24x at
+// 31; march pass (256^3 axis 0) 1.2x at 3, 0.92-0.94x at 4-6, 1.1x at 9,
+// 2x at 15; line-pass lanes (uint8 4096^2 axis 0) 1.0x at 2-3, 1.06x at 5,
+// 2x at 31; cached rows and lines (256^3 axis 1, 4096^2 axis -1) 0.41-0.44x
+// at 2, 0.94x at 15, 1.3-1.6x at 31. Means, float32: 4096^2 axis 0 1.9x at
+// 16 and 31, axis -1 0.78x at 16, 1.08x at 31; 256^3 axis 0 0.85x at 16,
+// 1.34x at 31 (benchmarks/RESULTS.md).
+inline bool scans_windows(LineKind kind, int64_t taps, TapSource from) {
   switch (kind) {
     case LineKind::Minimum:
-    case LineKind::Maximum: return taps >= (cached ? kMinScannedCachedTaps : kMinScannedTaps);
-    case LineKind::Uniform: return taps >= kMinDoubledMeanTaps;
+    case LineKind::Maximum: return taps >= (from == TapSource::Ring ? 2 : from == TapSource::Memory ? 8 : 16);
+    case LineKind::Uniform: return taps >= 24;
     default: return false;
   }
 }
