@@ -20,7 +20,17 @@ point, --png draws time against the parameter.
 with every core against scipy (one thread), gaussian sigma and box sizes on
 a 3-D and a 2-D array; the ratio is scipy's time / gpufilt's on one thread.
 
-Usage: python benchmarks/bench_sweep.py [--cpu] [--quick] [--only NAME[,NAME]] [--json PATH] [--png PATH]
+--cpu-boxes times the CPU's 1-D box passes one by one (uniform_filter1d,
+minimum_filter1d, maximum_filter1d; sizes 3 to 63 along axis 0 and -1 of
+4096^2 float32 and uint8, along axis 0 of 256^3 float32), one thread,
+against scipy in the same process; with --baseline DIR, also against an
+older build: DIR holds a copy of its python/gpufilt package, with its
+_core module, renamed gpufilt_base, and each point's calls alternate
+between the two (medians of --repeats pairs), so that other work on the
+machine weighs on both alike.
+
+Usage: python benchmarks/bench_sweep.py [--cpu | --cpu-boxes [--baseline DIR]] [--quick] [--only NAME[,NAME]]
+                                        [--json PATH] [--png PATH]
 """
 from __future__ import annotations
 
@@ -88,9 +98,15 @@ def main(argv=None):
     parser.add_argument("--json", help="write every point to this JSON file")
     parser.add_argument("--png", help="write time against parameter charts")
     parser.add_argument("--cpu", action="store_true", help="sweep the CPU kernels against scipy instead")
+    parser.add_argument("--cpu-boxes", action="store_true", help="the CPU's 1-D box passes against scipy")
+    parser.add_argument("--baseline", help="--cpu-boxes: a folder holding an older build as gpufilt_base")
+    parser.add_argument("--sizes", default="3,5,9,15,21,31,45,63", help="--cpu-boxes: window sizes")
+    parser.add_argument("--repeats", type=int, default=7, help="--cpu-boxes: timed calls (pairs) a point")
     args = parser.parse_args(argv)
     if args.cpu:
         return cpu_sweep(args)
+    if args.cpu_boxes:
+        return cpu_boxes(args)
 
     import cupy as cp
     import cupyx.scipy.ndimage as cx
@@ -207,6 +223,16 @@ def main(argv=None):
     return 1 if failures else 0
 
 
+def print_worst_against_scipy(rows, key, label):
+    """Each family's point of the lowest rows[key] (scipy's time / gpufilt's on one thread), as a table."""
+    print("\nWorst point of each family (scipy time / gpufilt time on one thread)")
+    table = []
+    for family in dict.fromkeys(r["family"] for r in rows):
+        w = min((r for r in rows if r["family"] == family), key=lambda r: r[key])
+        table.append([family, label(w), f"{w[key]:.1f}"])
+    _bench.print_table(["family", "worst point", "x scipy (1 thread)"], table)
+
+
 def cpu_sweep(args):
     """gpufilt's CPU kernels, one thread and all cores, against scipy."""
     import os
@@ -247,14 +273,70 @@ def cpu_sweep(args):
                              "scipy_ms": ref, "x_scipy_1": ref / one, "check": text})
                 print(f"  {family:<34} {label:>10}  1 thread {one:9.2f} ms  {cores} threads {alll:8.2f} ms  "
                       f"scipy {ref:9.1f} ms  x{ref / one:.1f}  {text}", flush=True)
-    print("\nWorst point of each family (scipy time / gpufilt time on one thread)")
-    table = []
-    for family in dict.fromkeys(r["family"] for r in rows):
-        w = min((r for r in rows if r["family"] == family), key=lambda r: r["x_scipy_1"])
-        table.append([family, w["param"], f"{w['x_scipy_1']:.1f}"])
-    _bench.print_table(["family", "worst point", "x scipy (1 thread)"], table)
+    print_worst_against_scipy(rows, "x_scipy_1", lambda r: r["param"])
     if args.json:
         _bench.write_json(args.json, {"cores": cores, "points": rows})
+    return 1 if any(not r["check"].startswith("ok") for r in rows) else 0
+
+
+def cpu_boxes(args):
+    """One-thread 1-D box passes against scipy (and an older build), medians of interleaved calls."""
+    import sys
+    import time
+
+    import scipy.ndimage as sp
+    from gpufilt import ndimage as gf
+    base = None
+    if args.baseline:
+        sys.path.insert(0, args.baseline)
+        from gpufilt_base import ndimage as base
+
+    def once(f):
+        start = time.perf_counter()
+        f()
+        return (time.perf_counter() - start) * 1e3
+
+    rng = np.random.default_rng(0)
+    arrays = [("float32 4096^2", lambda: rng.random((4096, 4096), dtype=np.float32), (0, -1)),
+              ("uint8 4096^2", lambda: rng.integers(0, 256, (4096, 4096), dtype=np.uint8), (0, -1)),
+              ("float32 256^3", lambda: rng.random((256,) * 3, dtype=np.float32), (0,))]
+    sizes = [int(n) for n in args.sizes.split(",")]
+    only = [s for s in args.only.split(",") if s]
+    rows = []
+    for tag, make, axes in arrays:
+        x = make()
+        out = np.empty_like(x)
+        for name in ("uniform_filter1d", "minimum_filter1d", "maximum_filter1d"):
+            for axis in axes:
+                family = f"{name} {tag} axis {axis}"
+                if only and not any(o in family for o in only):
+                    continue
+                for n in sizes:
+                    def run(module, n=n):
+                        return lambda: getattr(module, name)(x, n, axis=axis, output=out, threads=1)
+                    text = _bench.check_text(getattr(gf, name)(x, n, axis=axis), getattr(sp, name)(x, n, axis=axis))
+                    run(gf)()  # warm-up
+                    if base is not None:
+                        run(base)()
+                    new, old = [], []
+                    for _ in range(args.repeats):
+                        if base is not None:
+                            old.append(once(run(base)))
+                        new.append(once(run(gf)))
+                    ref = [once(lambda: getattr(sp, name)(x, n, axis=axis)) for _ in range(3)]
+                    row = {"family": family, "size": n, "gpufilt_ms": float(np.median(new)),
+                           "scipy_ms": float(np.median(ref)), "check": text}
+                    row["x_scipy"] = row["scipy_ms"] / row["gpufilt_ms"]
+                    if base is not None:
+                        row["baseline_ms"] = float(np.median(old))
+                        row["x_baseline"] = row["baseline_ms"] / row["gpufilt_ms"]
+                    rows.append(row)
+                    before = f"before {row['baseline_ms']:7.1f} ms (x{row['x_baseline']:4.2f})  " if base else ""
+                    print(f"  {family:<38} size {n:3d}  {before}gpufilt {row['gpufilt_ms']:7.1f} ms  "
+                          f"scipy {row['scipy_ms']:7.1f} ms  x{row['x_scipy']:5.1f}  {text}", flush=True)
+    print_worst_against_scipy(rows, "x_scipy", lambda r: f"size {r['size']}")
+    if args.json:
+        _bench.write_json(args.json, {"points": rows})
     return 1 if any(not r["check"].startswith("ok") for r in rows) else 0
 
 
@@ -266,8 +348,8 @@ def draw(rows, path, device):
     families = [f for f in dict.fromkeys(r["family"] for r in rows)
                 if any(r["cupyx_ms"] for r in rows if r["family"] == f)]
     cols = 3
-    fig, axes = plt.subplots((len(families) + cols - 1) // cols, cols, figsize=(15, 3.2 * ((len(families) + cols - 1) // cols)),
-                             squeeze=False)
+    panel_rows = (len(families) + cols - 1) // cols
+    fig, axes = plt.subplots(panel_rows, cols, figsize=(15, 3.2 * panel_rows), squeeze=False)
     for ax, family in zip(axes.flat, families):
         members = [r for r in rows if r["family"] == family]
         xs = [float(r["param"].split()[-1]) for r in members]

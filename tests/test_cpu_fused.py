@@ -345,3 +345,177 @@ def test_laplace_output_forms(rng):
 def test_sums_in_double_give_scipys_bits(name, args, dtype, shape, rng):
     x = random_array(rng, shape, dtype)
     np.testing.assert_array_equal(getattr(gnd, name)(x, *args), scipy_reference(name, x, *args))
+
+
+# ---- Long box windows (src/core/cpu_extremes.hpp) ------------------------------
+# Minima and maxima from 2 taps across rows beyond the cache (strip chain,
+# march pass, lanes of a line pass) and from 16 on rows and lines held in
+# cache run van Herk / Gil-Werman or doubling instead of comparing every
+# tap; float means of 24 to 32 taps sum by doubling. Sizes around the block
+# and routing boundaries, windows longer than the axis, every mode, origins
+# to both ends, layouts, threads.
+
+def extended_indices(n, left, size, mode):
+    """Input index each window tap of a line of n reads (-1: cval), as
+    core/border.hpp maps it: shape (n, size)."""
+    i = np.arange(n)[:, None] - left + np.arange(size)[None, :]
+    inside = (i >= 0) & (i < n)
+    if mode in ("constant", "grid-constant"):
+        return np.where(inside, i, -1)
+    if mode == "nearest":
+        return np.clip(i, 0, n - 1)
+    if mode in ("wrap", "grid-wrap"):
+        return i % n
+    if mode in ("reflect", "grid-mirror"):
+        r = i % (2 * n)
+        return np.where(r < n, r, 2 * n - 1 - r)
+    if n == 1:  # mirror
+        return np.zeros_like(i)
+    r = i % (2 * n - 2)
+    return np.where(r < n, r, 2 * n - 2 - r)
+
+
+def tap_by_tap_extreme(x, size, axis, mode, cval, origin, minimum):
+    """scipy's rule tap by tap (a running value replaced only by a strictly
+    smaller or larger one), with numpy's selections: NaN heads, signed zeros
+    and NaN payloads to the bit, as the CPU's tap-by-tap kernel gives them."""
+    x = np.moveaxis(np.asarray(x), axis, -1)
+    n = x.shape[-1]
+    taps = extended_indices(n, size // 2 + origin, size, mode)
+    cv = np.asarray(cval).astype(x.dtype)
+    acc = None
+    for k in range(size):
+        col = taps[:, k]
+        v = np.where(col >= 0, x[..., np.maximum(col, 0)], cv)
+        acc = v if acc is None else np.where(v < acc if minimum else v > acc, v, acc)
+    return np.moveaxis(acc, -1, axis)
+
+
+def ties_and_nans(rng, shape, dtype):
+    """Few distinct values (ties), signed zeros, infinities and NaNs with payloads."""
+    x = rng.integers(-3, 4, size=shape).astype(dtype)
+    u = rng.random(shape)
+    x[u < 0.1] = -0.0
+    x[(u >= 0.1) & (u < 0.2)] = 0.0
+    x[(u >= 0.2) & (u < 0.23)] = np.inf
+    nan = (u >= 0.23) & (u < 0.27)
+    bits = x.view(np.uint16 if x.itemsize == 2 else np.uint32 if x.itemsize == 4 else np.uint64)
+    payload = {2: 0x7E01, 4: 0x7FC00123, 8: 0x7FF8000000000123}[x.itemsize]
+    bits[nan] = payload
+    return x
+
+
+def same_bits(a, b):
+    """Equal to the bit; float16 NaNs in any payload (its conversions to and
+    from float canonicalise them, tap by tap too)."""
+    a, b = np.array(a), np.array(b)
+    if a.dtype == np.float16:
+        a[np.isnan(a)] = b[np.isnan(b)] = np.nan
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+BOX_SIZES = [2, 3, 15, 16, 17, 24, 31, 64, 65]
+BOX_SHAPES = [(300, 200), (200, 3000), (40, 50, 60), (30, 6, 400)]
+
+
+@pytest.mark.parametrize("kind", ["minimum", "maximum"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("shape", BOX_SHAPES)
+def test_box_extremes_follow_the_tap_by_tap_rule(kind, dtype, shape, rng):
+    x = ties_and_nans(rng, shape, dtype)
+    fn = getattr(gnd, f"{kind}_filter1d")
+    for axis in range(len(shape)):
+        for size in BOX_SIZES:
+            for origin in {0, -(size // 2), (size - 1) // 2}:
+                left = size // 2 + origin
+                if max(left, size - 1 - left) > 2 * shape[axis]:
+                    continue  # a reach that separable.cpp's bound_window shortens (one period of every mode)
+                want = tap_by_tap_extreme(x, size, axis, "reflect", 0.0, origin, kind == "minimum")
+                got = fn(x, size, axis=axis, origin=origin)
+                assert same_bits(got, want), (axis, size, origin)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("cval", [1.5, np.nan, -np.inf, -0.0])
+@pytest.mark.parametrize("kind", ["minimum", "maximum"])
+def test_box_extremes_modes_and_cvals(mode, cval, kind, rng):
+    x = ties_and_nans(rng, (37, 41, 43), "float32")
+    fn = getattr(gnd, f"{kind}_filter1d")
+    for axis in range(3):
+        for size in (2, 16, 31, 90):  # 90: longer than every axis
+            want = tap_by_tap_extreme(x, size, axis, mode, cval, 0, kind == "minimum")
+            assert same_bits(fn(x, size, axis=axis, mode=mode, cval=cval), want), (axis, size)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["minimum_filter", "maximum_filter"])
+def test_box_extremes_layouts_and_threads(name, threads, layout, rng):
+    x = laid_out(ties_and_nans(rng, (34, 60, 70), "float64"), layout)
+    for size in [(2, 17, 16), (31, 3, 40), (65, 64, 2)]:
+        want = x
+        for axis, n in enumerate(size):
+            want = tap_by_tap_extreme(want, n, axis, "mirror", 0.0, 0, name == "minimum_filter")
+        assert same_bits(getattr(gnd, name)(x, size, mode="mirror", threads=threads), want), size
+    x2 = ties_and_nans(rng, (500, 300), "float32")[::-2, ::-1]  # negative strides
+    want = tap_by_tap_extreme(tap_by_tap_extreme(x2, 20, 0, "wrap", 0.0, 3, True), 33, 1, "wrap", 0.0, -5, True)
+    got = gnd.minimum_filter(x2, (20, 33), mode="wrap", origin=(3, -5), threads=threads)
+    assert same_bits(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint16", "int32"])
+@pytest.mark.parametrize("kind", ["minimum", "maximum"])
+def test_box_extremes_of_integers_are_scipys(kind, dtype, rng):
+    x = random_array(rng, (70, 530), dtype)
+    name = f"{kind}_filter1d"
+    for axis in (0, 1):
+        for size in (2, 15, 16, 33, 64, 151):
+            for mode in ("reflect", "constant", "wrap"):
+                np.testing.assert_array_equal(getattr(gnd, name)(x, size, axis=axis, mode=mode, cval=7),
+                                              scipy_reference(name, x, size, axis=axis, mode=mode, cval=7))
+    xf = np.asfortranarray(x)[::-1]
+    np.testing.assert_array_equal(gnd.maximum_filter(xf, (31, 2), threads=2),
+                                  scipy_reference("maximum_filter", xf, (31, 2)))
+
+
+# Each copy of the kernels (baseline, AVX2, AVX-512) on one case of each path.
+@pytest.mark.usefixtures("cpu_isa")
+def test_box_extremes_every_copy(rng):
+    x = ties_and_nans(rng, (40, 70, 50), "float32")
+    for axis in range(3):
+        for size in (3, 24):
+            want = tap_by_tap_extreme(x, size, axis, "reflect", 0.0, 0, False)
+            assert same_bits(gnd.maximum_filter1d(x, size, axis=axis), want)
+    u = random_array(rng, (300, 230), "uint8")
+    np.testing.assert_array_equal(gnd.minimum_filter(u, 21), scipy_reference("minimum_filter", u, 21))
+
+
+# Means of 24 to 32 taps in float sum by doubling on every path: scipy's
+# within tolerance, and the same bits fused or pass by pass (check_chain),
+# in any layout and with any threads.
+@pytest.mark.parametrize("size", [23, 24, 25, 31, 32, (24, 31, 2)])
+@pytest.mark.parametrize("mode", MODES)
+def test_long_float_means(size, mode, rng):
+    x = random_array(rng, (36, 50, 70), "float32")
+    check_chain("uniform_filter", x, size, mode=mode, cval=np.float32(1.25))
+    results = [gnd.uniform_filter(laid_out(x, layout), size, mode=mode, cval=1.25, threads=t)
+               for layout in LAYOUTS for t in (1, 2)]
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("shape", [(300, 200), (150, 2100), (20, 31, 2000)])
+def test_long_float_means_along_each_axis(shape, axis, rng):
+    if axis == 1 and len(shape) == 2:
+        axis = 0
+    x = random_array(rng, shape, "float32")
+    for size in (24, 29, 32, 40):  # 40: in double
+        got = gnd.uniform_filter1d(x, size, axis=axis)
+        assert_matches(got, scipy_reference("uniform_filter1d", x, size, axis=axis))
+        in_place = x.copy()
+        gnd.uniform_filter1d(in_place, size, axis=axis, output=in_place)
+        np.testing.assert_array_equal(got, in_place)
+        np.testing.assert_array_equal(got, gnd.uniform_filter1d(np.asfortranarray(x), size, axis=axis))
+    h = x.astype(np.float16)
+    assert_matches(gnd.uniform_filter1d(h, 27, axis=axis), scipy_reference("uniform_filter1d", h, 27, axis=axis))

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_extremes.hpp"
 #include "core/cpu_isa.hpp"
 #include "core/cpu_lines.hpp"
 #include "core/parallel.hpp"
@@ -59,29 +60,6 @@ int lane_axis(const ArrayDesc& a, int axis) {
     if (d != axis && a.shape[d] > 1 && (best < 0 || std::llabs(a.strides[d]) < std::llabs(a.strides[best])))
       best = d;
   return best >= 0 && std::llabs(a.strides[best]) < std::llabs(a.strides[axis]) ? best : -1;
-}
-
-// A tile of results kept in registers while a kernel loops over taps, so
-// that a tap costs the loads of its inputs only: kTile vectors (Simd<E>::V,
-// cpu_lines.hpp).
-#if defined(__GNUC__)
-constexpr int kTile = 4;  // vectors per tile
-#else
-constexpr int kTile = 8;
-#endif
-
-// Calls body(j, tiles, v) for tiles [j, j + width) covering [0, count), where
-// v is a value-initialised vector type: kTile vectors, then single vectors,
-// then single elements.
-template <class E, int Bytes, int Tile = kTile, class Body>
-inline void for_tiles(int64_t count, Body&& body) {
-  using V = typename Simd<E, Bytes>::V;
-  constexpr int64_t lanes = sizeof(V) / sizeof(E), width = Tile * lanes;
-  int64_t j = 0;
-  for (; j + width <= count; j += width) body(j, std::integral_constant<int, Tile>{}, V{});
-  if constexpr (lanes > 1)
-    for (; j + lanes <= count; j += lanes) body(j, std::integral_constant<int, 1>{}, V{});
-  for (; j < count; ++j) body(j, std::integral_constant<int, 1>{}, E{});
 }
 
 // Weights of a pass on 8-bit data in float, for sums in float that give
@@ -421,8 +399,9 @@ void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int6
   }
 }
 
-// Windows of at most this many taps are summed whole in float (a running
-// sum in float would drift along a long line); longer ones run in double.
+// Windows of at most this many taps are summed in float (a running sum in
+// float would drift along a long line), whole or by doubling (scans_windows:
+// doubled_means, doubled_mean_rows); longer ones run in double.
 constexpr int64_t kFloatWindow = 32;
 
 // The mean of each window of `size`, summed whole at every output.
@@ -497,19 +476,46 @@ void min_max_rows(Taps ext, int64_t count, int64_t size, E* res) {
   });
 }
 
-// Results of rows [i0, i1) of a block into res.
+// Minima, maxima or (float) means of rows [i0, i1) of a block whose windows
+// scan (cpu_extremes.hpp): across the rows of lanes, or along the one line;
+// `scratch` holds scan_heads_elements(i1 - i0 + size) or i1 - i0 + size - 1 elements.
+template <LineKind K, int Bytes, class E>
+void scanned_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, int64_t size, E* scratch, E* res) {
+  const RowsAt<const E*> rows{ext + i0 * lanes, lanes};
+  if constexpr (K == LineKind::Uniform) {
+    if (lanes > 1) return doubled_mean_rows<Bytes>(rows, i1 - i0, size, lanes, RowsAt<E*>{res, lanes}, scratch);
+  } else {
+    if (lanes > 1)
+      return scan_extremes<K == LineKind::Minimum, Bytes>(rows, i1 - i0, size, lanes, RowsAt<E*>{res, lanes},
+                                                          scratch);
+  }
+  if constexpr (K == LineKind::Uniform) doubled_means<Bytes>(ext + i0, i1 - i0, size, res, scratch);
+  else doubled_extremes<K == LineKind::Minimum, Bytes>(ext + i0, i1 - i0, size, res, scratch);
+}
+
+// Results of rows [i0, i1) of a block into res; `sums` carries a running sum
+// from one chunk of rows to the next, or is the scratch of scanned_rows.
 template <class E, int Bytes>
 void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowPass<E>& pass, E* sums,
                  E* res) {
   const EvenTaps<E> rows{ext + i0 * lanes, lanes};
   const int64_t count = (i1 - i0) * lanes;
+  const bool scans = scans_windows(pass.kind, pass.size, lanes == 1 ? TapSource::Cache : TapSource::Memory);
   switch (pass.kind) {
     case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, pass, res);
     case LineKind::Uniform:
-      if constexpr (std::is_same_v<E, float>) return window_mean_rows<Bytes>(rows, count, pass.size, res);
-      else return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
-    case LineKind::Minimum: return min_max_rows<true, Bytes>(rows, count, pass.size, res);
-    case LineKind::Maximum: return min_max_rows<false, Bytes>(rows, count, pass.size, res);
+      if constexpr (std::is_same_v<E, float>) {
+        if (scans) return scanned_rows<LineKind::Uniform, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
+        return window_mean_rows<Bytes>(rows, count, pass.size, res);
+      } else {
+        return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
+      }
+    case LineKind::Minimum:
+      if (scans) return scanned_rows<LineKind::Minimum, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
+      return min_max_rows<true, Bytes>(rows, count, pass.size, res);
+    case LineKind::Maximum:
+      if (scans) return scanned_rows<LineKind::Maximum, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
+      return min_max_rows<false, Bytes>(rows, count, pass.size, res);
   }
 }
 
@@ -716,11 +722,23 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   // does not hold up the others.
   const int threads = cpu_max_threads();
   const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
+  // Scanned extremes across rows take chunks of whole blocks, each as long as the window.
+  // (Means in double keep scipy's running sum, uniform_rows.)
+  const bool scanning = pass.kind != LineKind::Uniform || std::is_same_v<E, float>;
+  const bool scans = scanning && (scans_windows(pass.kind, taps, TapSource::Cache) ||
+                                   scans_windows(pass.kind, taps, TapSource::Memory));
+  auto chunk_rows = [&](int64_t lanes) {
+    const int64_t rows = std::max<int64_t>(1, kChunk / lanes);
+    const bool scans_lanes = lanes > 1 && scanning && scans_windows(pass.kind, taps, TapSource::Memory);
+    return scans_lanes ? (rows + taps - 1) / taps * taps : rows;
+  };
   parallel_region(lines.count * width * n > 32768, threads, [&, load = load, store = store] {
     // res holds one chunk of rows, or the whole line where that is shorter
     // (a tiny array's call then allocates a few bytes, not kChunk values).
-    const int64_t res_size = std::min(std::max(kChunk, max_lanes), std::max<int64_t>(n, 1) * max_lanes);
-    std::vector<E> ext((n + taps - 1) * max_lanes), res(res_size), sums(max_lanes);
+    const int64_t line = std::max<int64_t>(n, 1) * max_lanes;
+    const int64_t res_size = std::min(std::max(kChunk, max_lanes) + (scans ? taps * max_lanes : 0), line);
+    const int64_t scratch = scans ? std::max(scan_heads_elements<E>(chunk_rows(2) + taps), kChunk + taps) : 0;
+    std::vector<E> ext((n + taps - 1) * max_lanes), res(res_size), sums(std::max(max_lanes, scratch));
     dynamic_loop(tasks, grain, [&](int64_t t) {
       int64_t in_off, out_off;
       lines.offsets(t / blocks, in_off, out_off);
@@ -735,7 +753,7 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
           load(src + i * in_stride, in_lane, lanes, ext.data() + (left + i) * lanes);
         }
       extend_line(ext.data(), n, left, right, pass.mode, cval, lanes);
-      const int64_t rows = std::max<int64_t>(1, kChunk / lanes);
+      const int64_t rows = chunk_rows(lanes);
       for (int64_t i0 = 0; i0 < n; i0 += rows) {
         const int64_t i1 = std::min(n, i0 + rows);
         if (lanes > 1)
@@ -857,8 +875,10 @@ class PlaneWorker {
     rows_.resize(taps);
     e_rows_.resize(taps);
     taps_row_.resize(taps);
+    heads_.resize(scan_heads_elements<S>(std::max(2 * taps, c.ny + taps)));  // outputs + taps rows
+    level_.resize(c.nx + taps);
     if (c.has_across) {
-      ahead_.resize(c.group - 1, std::vector<S>(plane_));
+      if (!(c.after.empty() && c.write_direct)) ahead_.resize(c.group - 1, std::vector<S>(plane_));
       wanted_.resize(c.across.taps + c.group - 1);
       if (uses_ring()) {
         ring_.resize(c.across.taps * slot_);
@@ -936,6 +956,8 @@ class PlaneWorker {
   // floats). Only the rows (axis 0) or row ends (axis 1) near the plane's
   // borders then take the border modes, row by row.
   void run_pass(const PlanePass<E>& p, PlaneRows<S> src, PlaneRows<S> dst) {
+    if constexpr (std::is_same_v<S, E>)
+      if (scans_windows(p.kind, p.taps, TapSource::Cache)) return scanned_pass(p, src, dst);
     const RowPass<E> rp = p.row_pass();
     const int64_t nx = c_.nx, ny = c_.ny;
     const bool packed = src.stride == nx && dst.stride == nx;
@@ -970,6 +992,28 @@ class PlaneWorker {
     };
     for (int64_t y = 0; y < inner0; ++y) border_row(y);
     for (int64_t y = inner1; y < ny; ++y) border_row(y);
+  }
+
+  // run_pass for minima, maxima and means that scan (cpu_extremes.hpp; S is E):
+  // across the rows, every output row from the plane's rows or cval's; along
+  // each row, from the row extended.
+  void scanned_pass(const PlanePass<E>& p, PlaneRows<S> src, PlaneRows<S> dst) {
+    const int64_t nx = c_.nx, ny = c_.ny;
+    if (p.axis == 1) {
+      for (int64_t y = 0; y < ny; ++y) {
+        extend_row(p, src.row(y), -p.left, nx + p.taps - 1, ext_.data());
+        scans_.line(ext_.data(), nx, p.taps, dst.row(y), level_.data(), p.kind);
+      }
+      return;
+    }
+    taps_.resize(ny + p.taps - 1);
+    out_rows_.resize(ny);
+    for (int64_t k = 0; k < ny + p.taps - 1; ++k) {
+      const int64_t q = border_index(k - p.left, ny, p.mode);
+      taps_[k] = q < 0 ? cval_row_.data() : src.row(q);
+    }
+    for (int64_t y = 0; y < ny; ++y) out_rows_[y] = dst.row(y);
+    scans_.rows(taps_.data(), ny, p.taps, nx, out_rows_.data(), heads_.data(), p.kind);
   }
 
   // to[m] = the row src at position first + m, extended past its ends, in E
@@ -1083,25 +1127,39 @@ class PlaneWorker {
     const PlanePass<E>& p = c_.across;
     const bool last = c_.after.empty();
     if (z > group_z_ && z < group_z_ + group_n_) {
-      a_.swap(ahead_[z - group_z_ - 1]);
+      if (!ahead_.empty()) a_.swap(ahead_[z - group_z_ - 1]);  // else written to the output already
     } else {
-      const int64_t n = c_.group >= 4 && z1 - z >= 4 ? 4 : c_.group >= 2 && z1 - z >= 2 ? 2 : 1;
+      // (With a ring, groups of one plane: the means' bits must not depend on the path.)
+      const bool scans = std::is_same_v<S, E> && scans_windows(p.kind, p.taps, TapSource::Memory);
+      const int64_t n = scans ? std::min<int64_t>(c_.group, z1 - z)
+                        : c_.group >= 4 && z1 - z >= 4 ? 4
+                        : c_.group >= 2 && z1 - z >= 2 ? 2
+                                                       : 1;
       const int64_t taps = p.taps + n - 1;
       for (int64_t k = 0; k < taps; ++k) wanted_[k] = border_index(z - p.left + k, c_.nz, p.mode);
       if (uses_ring())
         for (int64_t k = 0; k < taps; ++k) slots_[k] = wanted_[k] < 0 ? nullptr : ring_plane(wanted_[k]);
-      PlaneRows<S> dst[4];
+      dst_.resize(n);
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = last && c_.write_direct ? rows_of(*c_.out, z + i) : buffer(i ? ahead_[i - 1].data() : a_.data());
+        dst_[i] = last && c_.write_direct ? rows_of(*c_.out, z + i) : buffer(i ? ahead_[i - 1].data() : a_.data());
       const RowPass<E> rp = p.row_pass();
       taps_.resize(taps);
-      S* rows[4];
+      out_rows_.resize(n);
+      S** rows = out_rows_.data();
+      const S* cval_row = nullptr;  // where the rows read cval: scanned extremes read it as S, which is E
+      if constexpr (std::is_same_v<S, E>)
+        if (scans) cval_row = cval_row_.data();
       for (int64_t y = 0; y < c_.ny; ++y) {
         for (int64_t k = 0; k < taps; ++k)
-          taps_[k] = wanted_[k] < 0 ? nullptr
+          taps_[k] = wanted_[k] < 0 ? cval_row
                      : uses_ring() ? slots_[k] + y * c_.nx
                                    : rows_of(*c_.in, wanted_[k]).row(y);
-        for (int64_t i = 0; i < n; ++i) rows[i] = dst[i].row(y);
+        for (int64_t i = 0; i < n; ++i) rows[i] = dst_[i].row(y);
+        if constexpr (std::is_same_v<S, E>)
+          if (scans) {
+            scans_.rows(taps_.data(), n, p.taps, c_.nx, rows, heads_.data(), p.kind);
+            continue;
+          }
         if (n > 1) group_rows(taps_.data(), rp, n, rows);
         else filter_row(taps_.data(), c_.nx, rp, rows[0]);
       }
@@ -1118,8 +1176,12 @@ class PlaneWorker {
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const MeanGroup<2> mean_pair_ = mean_group_kernel<2>();
   const MeanGroup<4> mean_quad_ = mean_group_kernel<4>();
+  const WindowScans<S> scans_ = window_scans<S>();
   int64_t group_z_ = -1, group_n_ = 0;  // the last such group: planes [group_z_, group_z_ + group_n_)
   std::vector<S> a_, b_, ring_, ends_;  // ends_: row_ends' results
+  std::vector<S> heads_, level_;        // scratch of the scanned extremes
+  std::vector<PlaneRows<S>> dst_;       // the output planes of a group
+  std::vector<S*> out_rows_;
   std::vector<std::vector<S>> ahead_;  // the march pass of planes group_z_ + 1 ...
   std::vector<E> ext_, cval_row_;
   std::vector<int64_t> tags_, wanted_;
@@ -1169,7 +1231,11 @@ void run_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
   if (c.has_across && !c.uses_ring()) {  // four planes of float window means, two of correlations
     const bool float_mean = std::is_same_v<S, float> && std::is_same_v<E, float> &&
                             c.across.kind == LineKind::Uniform && c.across.taps >= 4;
-    c.group = float_mean ? 4 : c.across.kind == LineKind::Correlate ? 2 : 1;
+    // Scanned extremes: blocks of as many planes as the window (cpu_extremes.hpp).
+    c.group = scans_windows(c.across.kind, c.across.taps, TapSource::Memory) ? c.across.taps
+              : float_mean                                  ? 4
+              : c.across.kind == LineKind::Correlate       ? 2
+                                                           : 1;
   }
   // Contiguous runs of planes, taken dynamically: a thread that the OS
   // preempts does not hold up the others. With a ring, a run's first planes
@@ -1218,7 +1284,9 @@ struct StripChain {
   PlanePass<E> across, along;
   bool has_along = false, along_first = false;
   double cval;
-  int64_t strip;  // columns per strip
+  int64_t strip;              // columns per strip
+  int64_t block = kBlockRows;  // output rows computed together (scanned extremes: the window's length)
+  bool scans = false;         // the pass across: scanned extremes (cpu_extremes.hpp)
 };
 
 // Runs of n values between the array's storage St and buffers of S: exact
@@ -1283,14 +1351,17 @@ class StripWorker {
   explicit StripWorker(const StripChain<E>& c)
       : c_(c), reach_(c.has_along ? c.along.taps - 1 : 0), slot_(ring_slot(c.strip + reach_)),
         stride_(c.strip + reach_) {
-    const int64_t slots = c.across.taps + kBlockRows - 1;  // the rows that a block of outputs reads
+    const int64_t slots = c.across.taps + c.block - 1;  // the rows that a block of outputs reads
     ring_.reset(new S[slots * slot_]);
     cval_slot_.assign(slots, false);
-    segment_.reset(new S[kBlockRows * stride_]);
-    result_.reset(new S[kBlockRows * stride_]);
+    segment_.reset(new S[c.block * stride_]);
+    result_.reset(new S[c.block * stride_]);
     columns_.resize(stride_);
     rows_.resize(std::max(slots, c.has_along ? c.along.taps : 1));
     e_rows_.resize(rows_.size());
+    out_rows_.resize(c.block);
+    heads_.resize(scan_heads_elements<S>(2 * c.across.taps));  // a block's outputs + taps rows
+    level_.resize(stride_);
   }
 
   void rows(int64_t z0, int64_t z1) {
@@ -1324,8 +1395,8 @@ class StripWorker {
     for (int64_t j = z0 - p.left; j < z0 - p.left + taps - 1; ++j) fill_slot(j);
     const RowPass<E> rp = p.row_pass();
     const bool after = c_.has_along && !c_.along_first;
-    for (int64_t z = z0; z < z1; z += kBlockRows) {
-      const int64_t n = std::min(kBlockRows, z1 - z);
+    for (int64_t z = z0; z < z1; z += c_.block) {
+      const int64_t n = std::min(c_.block, z1 - z);
       for (int64_t i = 0; i < n; ++i) fill_slot(z - p.left + taps - 1 + i);
       for (int64_t i = 0; i < n; ++i) prefetch_input(z - p.left + taps - 1 + n + kRowsAhead + i);
       across_block(z, n, rp, after ? segment_.get() : result_.get());
@@ -1342,6 +1413,15 @@ class StripWorker {
   // apart), two rows at a time: their taps share loads.
   void across_block(int64_t z, int64_t n, const RowPass<E>& rp, S* out) {
     const PlanePass<E>& p = c_.across;
+    if constexpr (std::is_same_v<S, E>)
+      if (c_.scans) {  // cval read as S, which is E
+        for (int64_t k = 0; k < p.taps + n - 1; ++k) {
+          const int64_t s = slot_of(z - p.left + k);
+          rows_[k] = cval_slot_[s] ? cval_row() : ring_.get() + s * slot_;
+        }
+        for (int64_t i = 0; i < n; ++i) out_rows_[i] = out + i * stride_;
+        return scans_.rows(rows_.data(), n, p.taps, slot_width_, out_rows_.data(), heads_.data(), p.kind);
+      }
     bool any_cval = false;
     for (int64_t k = 0; k < p.taps + n - 1; ++k) {
       const int64_t s = slot_of(z - p.left + k);
@@ -1358,7 +1438,7 @@ class StripWorker {
   }
 
   int64_t slot_of(int64_t j) const {
-    const int64_t slots = c_.across.taps + kBlockRows - 1, s = j % slots;
+    const int64_t slots = c_.across.taps + c_.block - 1, s = j % slots;
     return s < 0 ? s + slots : s;
   }
 
@@ -1423,6 +1503,15 @@ class StripWorker {
   void along(const S* src, int64_t count, S* dst) {
     const PlanePass<E>& p = c_.along;
     const RowPass<E> rp = p.row_pass();
+    if constexpr (std::is_same_v<S, E>)
+      if (scans_windows(p.kind, p.taps, TapSource::Cache)) {  // cval read as S, which is E
+        if (edge_cval_) {
+          E* e = e_buffer();
+          for (int64_t m = 0; m < count + p.taps - 1; ++m) e[m] = columns_[m] < 0 ? (E)c_.cval : src[m];
+          src = e;
+        }
+        return scans_.line(src, count, p.taps, dst, level_.data(), p.kind);
+      }
     if (!edge_cval_) {
       for (int64_t k = 0; k < p.taps; ++k) rows_[k] = src + k;
       return direct_(rows_.data(), count, rp, dst, nullptr);
@@ -1440,7 +1529,10 @@ class StripWorker {
   const FilterSpan<S, E, S> direct_ = span_kernel<S, E, S, R>();
   const FilterSpan<E, E, S> from_e_ = span_kernel<E, E, S, R>();
   const std::pair<LoadRun<S>, StoreRun<S>> runs_ = run_kernels<St, S>();
+  const WindowScans<S> scans_ = window_scans<S>();
   std::unique_ptr<S[]> ring_, segment_, result_;  // uninitialised
+  std::vector<S> heads_, level_;                   // scratch of the scanned extremes
+  std::vector<S*> out_rows_;
   std::vector<E> e_segment_, cval_row_;            // made when a pass reads cval
   std::vector<bool> cval_slot_;
   std::vector<int64_t> columns_;
@@ -1482,8 +1574,10 @@ void run_strip_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vecto
       c.along = plane_pass<E, R>(p, 1);
     }
   }
+  c.scans = std::is_same_v<S, E> && scans_windows(c.across.kind, c.across.taps, TapSource::Ring);
+  if (c.scans) c.block = c.across.taps;
   const int64_t reach = c.has_along ? c.along.taps - 1 : 0;
-  const int64_t fits = kStripBytes / ((c.across.taps + kBlockRows - 1) * (int64_t)sizeof(S)) - reach;
+  const int64_t fits = kStripBytes / ((c.across.taps + c.block - 1) * (int64_t)sizeof(S)) - reach;
   c.strip = std::min(c.nx, std::max<int64_t>(kMinStrip, fits / 64 * 64));
   run_strip_chain<S, E, R>(c, threads);
 }
