@@ -156,6 +156,17 @@ def test_repeating_until_nothing_changes_matches_scipy(seed):
         same(gnd.binary_fill_holes(image, structure, origin=origin), ~outside)
 
 
+def test_fill_holes_output_rules_are_scipys():
+    image = np.zeros((5, 5), bool)
+    image[1:4, 1:4] = True
+    image[2, 2] = False
+    for output in (np.float32, np.int32):  # a dtype is ignored: bool comes back
+        same(gnd.binary_fill_holes(image, output=output), snd.binary_fill_holes(image, output=output))
+    for bad in (np.zeros((4, 5), bool), np.zeros((5, 5), complex)):
+        same(outcome(gnd.binary_fill_holes, image, output=bad.copy()),
+             outcome(snd.binary_fill_holes, image, output=bad.copy()))
+
+
 @pytest.mark.parametrize("shape", [(64, 80), (9, 40, 33)])
 def test_fill_holes_and_propagation_match_scipy_on_larger_images(shape, rng):
     # scipy's own repetition where it reads no memory it should not: the

@@ -125,8 +125,9 @@ extra_keywords : dict, optional
     "border_value": """border_value : int (0 or 1), optional
     The value beyond the edges. Default 0.""",
     "brute_force": """brute_force : bool, optional
-    Accepted for scipy's signature; every step is one pass over the array
-    either way.""",
+    Accepted for scipy's signature; gpufilt chooses how to repeat (a pass
+    over the array per step, or on the CPU, until nothing changes, one
+    spread of what changes).""",
     "function": """function : callable, scipy.LowLevelCallable, numba cfunc, cupy.RawKernel or ReductionKernel
     What computes each output element from its window (see above).""",
     "function1d": """function : callable, scipy.LowLevelCallable, numba cfunc or cupy.RawKernel

@@ -694,7 +694,8 @@ def binary_propagation(input: Any, structure: Any = None, mask: Any = None, outp
 @_docs.filter_doc(
     'Fill the holes in binary objects.',
     'Every background element that the background connected to the border cannot reach becomes true '
-    '(scipy.ndimage.binary_fill_holes).' + _BINARY_NOTE,
+    '(scipy.ndimage.binary_fill_holes). A dtype given as `output` is ignored: the result is bool, as '
+    "scipy's." + _BINARY_NOTE,
     ['input', 'structure', 'output_binary', 'origins', 'axes', 'stream', 'threads'],
     """
     >>> a = np.zeros((5, 5), dtype=bool)
@@ -710,6 +711,11 @@ def binary_propagation(input: Any, structure: Any = None, mask: Any = None, outp
 def binary_fill_holes(input: Any, structure: Any = None, output: Any = None, origin: Any = 0, *,
                       axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
     src = _ndimage()._filter_input(input)
+    if output is not None and not _is_dtype(output):  # scipy's checks and exception types
+        if tuple(output.shape) != tuple(src.shape):
+            raise ArgumentError("output shape not correct")
+        if np.dtype(output.dtype).kind == "c":
+            raise TypeError("Complex output type not supported")
     _check_output_array(output)
     xp = _library_of(src.obj)
     with _dispatch.stream_made_current(src, stream):
@@ -719,6 +725,6 @@ def binary_fill_holes(input: Any, structure: Any = None, output: Any = None, ori
                                   threads=threads)
         filled = xp.logical_not(outside)
         if output is None or _is_dtype(output):
-            return filled if output in (None, bool, np.bool_) else filled.astype(output)
+            return filled  # a bool array whatever dtype `output` names, as scipy's
         output[...] = filled
     return output
