@@ -17,7 +17,9 @@ namespace gpufilt {
 // repeated until it stops changing, provided the window holds i itself (a
 // zero offset): then a value, once spread, stays, and the fixed point is
 // what a breadth-first spread from every element holding `spread` reaches.
-// Work and memory are O(size * offsets), O(size).
+// Work: each element reached visits its window's taps (O(size * offsets)).
+// Memory: a byte an element of the array padded by the window's reach, and
+// an index an element reached.
 void propagate_binary(uint8_t* values, const uint8_t* changeable, const std::vector<int64_t>& shape,
                       const std::vector<int64_t>& offsets, uint8_t spread, uint8_t border);
 
