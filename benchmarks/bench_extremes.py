@@ -1,7 +1,8 @@
 """gpufilt's minimum and maximum filters on the GPU over window sizes the fused
 tiles are not built for: maximum_filter on 512^3 and 16384^2 arrays of three
 dtypes, and single minimum passes along each axis (a size along one axis
-only). Medians of 11 CUDA-event-timed calls after a warm-up; gpufilt alone
+only). Medians of CUDA-event-timed calls after a warm-up (bench_sweep.py's
+timer); gpufilt alone
 (bench_sweep.py times cupyx beside it for sizes up to 31).
 
 Before/after comparisons run it twice on one machine, once against each
@@ -15,25 +16,10 @@ from __future__ import annotations
 import argparse
 
 import cupy as cp
-from _bench import median_ms
+from bench_sweep import timer
 
 import gpufilt
 from gpufilt import ndimage as gf
-
-
-def timer():
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-
-    def once(f):
-        start.record()
-        f()
-        stop.record()
-        stop.synchronize()
-        return cp.cuda.get_elapsed_time(start, stop)
-
-    def time_ms(f):  # a warm-up call, then the median of 11
-        return median_ms(lambda: once(f), max_reps=11, min_reps=11)
-    return time_ms
 
 
 def main(argv=None):
@@ -41,7 +27,7 @@ def main(argv=None):
     parser.add_argument("--sizes", default="2,6,11,17,21,31,45,65", help="comma-separated window sizes")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    time_ms = timer()
+    time_ms = timer(cp)
     rng = cp.random.default_rng(0)
     print(gpufilt.__file__, cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
     print("maximum_filter (ms), sizes", sizes)
