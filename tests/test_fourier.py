@@ -82,6 +82,18 @@ def test_fourier_filters_on_any_layout_and_in_place(name, rng):
                                    rtol=1e-6 if dtype == np.complex64 else 1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", FILTERS)
+def test_outputs_whose_elements_overlap_are_refused_before_any_write(name, rng):
+    spectrum, _ = transform(rng, (6, 7))
+    buffer = np.zeros(60, complex)
+    for output in (np.lib.stride_tricks.as_strided(np.zeros(1, complex), (6, 7), (0, 0)),
+                   np.lib.stride_tricks.as_strided(buffer, (6, 7), (48, 16))):
+        before = output.copy()
+        with pytest.raises(ValueError, match="output"):
+            getattr(gnd, name)(spectrum, FILTERS[name], output=output)
+        np.testing.assert_array_equal(output, before)
+
+
 @pytest.mark.parametrize("call", [
     lambda m: m.fourier_gaussian(np.ones((4, 4)), 1.0, output=np.int32),           # output type
     lambda m: m.fourier_shift(np.ones((4, 4)), 1.0, output=np.float64),            # shift: complex only

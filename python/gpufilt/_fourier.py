@@ -60,6 +60,7 @@ def _output(output, x, xp, complex_only):
         raise ArgumentError("output shape not correct")
     if output.dtype.type not in allowed or (x.dtype.kind == "c" and output.dtype.kind != "c"):
         raise ArgumentError(f"data type not supported: output {output.dtype} for input {x.dtype}")
+    _dispatch.check_writable_output(output)  # the importer's rule: writable, no element overlapping another
     return output.dtype, output
 
 
