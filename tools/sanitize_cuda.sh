@@ -24,7 +24,9 @@
 # rerun the shards a timeout cut off). racecheck checks only gpufilt's own
 # kernels (RACECHECK_KERNELS, default kns=gpufilt, the namespace of every
 # gpufilt kernel): cuBLAS's matrix products in the stream tests' busy queue
-# took minutes each under it. Prints each tool's error count; exits non-zero when any
+# took minutes each under it. PYTEST_K: a pytest -k expression for every
+# shard (e.g. "not slow_one", to run a test that alone outlasts
+# TOOL_TIMEOUT in a call of its own). Prints each tool's error count; exits non-zero when any
 # tool reports an error, a shard's tests fail or a shard leaves no summary.
 set -u
 out=${OUT:-/tmp/gpufilt-sanitize}
@@ -65,7 +67,7 @@ for tool in ${TOOLS:-memcheck racecheck initcheck}; do
     (cd /tmp && CUDA_VISIBLE_DEVICES=$((s % gpus)) GPUFILT_SHARD="$s/$shards" PYTHONPATH="$root/tools" \
         timeout "${TOOL_TIMEOUT:-600}" "$sanitizer" --tool "$tool" "${only[@]}" --print-limit 50 \
         --report-api-errors no --log-file "$out/$tool.shard$s.pid%p.log" \
-        python3 -m pytest -v -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist -p pytest_shard "${files[@]}" \
+        python3 -m pytest -v -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist -p pytest_shard ${PYTEST_K:+-k "$PYTEST_K"} "${files[@]}" \
         > "$out/$tool.shard$s.pytest.log" 2>&1) &
     pids+=($!)
   done

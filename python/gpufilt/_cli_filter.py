@@ -54,6 +54,9 @@ def add_parser(commands):
                                     "unless --overwrite or --resume)")
     parser.add_argument("ops", nargs="+", metavar="OP", help="filters in order, e.g. gaussian_filter:sigma=2")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where the filters run")
+    parser.add_argument("--gpus", default=None,
+                        help="with --device gpu: 'all', or GPU ids separated by commas (e.g. 0,1); blocks are "
+                             "spread over them (default: the current GPU)")
     parser.add_argument("--chunks", default=None,
                         help="block edge, or one per axis (e.g. 256 or 64,512,512); default the source's "
                              "chunks for zarr, about 64 MiB blocks otherwise")
@@ -113,6 +116,20 @@ def _chunks(text, ndim, shape, itemsize):
     if len(values) != ndim or min(values) < 1:
         raise CliError(f"--chunks {text!r}: one positive int, or {ndim} of them")
     return tuple(values)
+
+
+def _gpus(text, device):
+    """--gpus as gpufilt takes it: None (the current GPU), 'all' or ids."""
+    if text is None:
+        return None
+    if device != "gpu":
+        raise CliError("--gpus is for --device gpu")
+    if text == "all":
+        return "all"
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise CliError(f"--gpus {text!r}: 'all', or GPU ids separated by commas") from None
 
 
 def _open_source(path, ext):
@@ -196,6 +213,7 @@ def run(args):
         raise CliError(f"destination {args.dst!r} exists (--overwrite replaces it)")
     if args.resume and not (src_ext == dst_ext == ".zarr"):
         raise CliError("--resume is for zarr to zarr")
+    gpus = _gpus(args.gpus, args.device)
     source, source_zarr = _open_source(args.src, src_ext)
     chunks = _chunks(args.chunks, source.ndim, source.shape, source.dtype.itemsize) if (
         args.chunks or source_zarr is None) else None
@@ -208,13 +226,13 @@ def run(args):
         with dask.config.set(scheduler="threads"), _callbacks(callbacks):
             if source_zarr is not None and dst_ext == ".zarr":
                 dtype = gdask.filter_zarr(source_zarr, partial, steps, chunks=chunks, resume=args.resume,
-                                          device=args.device).dtype
+                                          device=args.device, gpus=gpus).dtype
             else:
                 x = da.from_array(source, chunks=chunks or source_zarr.chunks)
-                if args.device == "gpu":
+                if args.device == "gpu" and gpus is None:  # the current GPU, any filter
                     x = x.map_blocks(importlib.import_module("cupy").asarray)
-                result = gdask.chain(x, steps)
-                if args.device == "gpu":
+                result = gdask.chain(x, steps, gpus=gpus)
+                if args.device == "gpu" and gpus is None:
                     result = result.map_blocks(lambda b: b.get(), meta=np.empty((0,) * x.ndim, result.dtype))
                 dtype = result.dtype
                 _write(dst_ext, partial, result, source.shape, dtype)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import _gpus
 from . import dask as gdask
 
 
@@ -31,27 +32,31 @@ def _zarr():
 @dataclass(frozen=True)
 class _Unit:
     """One task: read `ranges` (per axis, the source's [lo, hi) in order),
-    filter, keep `own`, write the target's `region`."""
+    filter (on the CPU, or on GPU `gpu`), keep `own`, write the target's
+    `region`."""
     source: Any
     target: Any
     steps: tuple
     ranges: tuple
     own: tuple
     region: tuple
-    device: str
+    gpu: int | None = None
 
     def __call__(self):
         reads = self._read()
         block = gdask._cut_and_join(reads, tuple([(k, 0, hi - lo) for k, (lo, hi) in enumerate(axis)]
                                                  for axis in self.ranges))
-        if self.device == "gpu":
-            block = importlib.import_module("cupy").asarray(block)
+        if self.gpu is None:
+            self.target[self.region] = self._filter(block)
+            return
+        with _gpus.lease(self.gpu, streaming=True) as lane:
+            block = _gpus.download(self._filter(_gpus.upload(block, lane)), lane)
+        self.target[self.region] = block
+
+    def _filter(self, block):
         for step in self.steps:
             block = step(block)
-        block = block[self.own]
-        if self.device == "gpu":
-            block = block.get()
-        self.target[self.region] = block
+        return block[self.own]
 
     def _read(self, axis=0, index=()):
         """The source's pieces as a nested list, one level per axis."""
@@ -90,7 +95,7 @@ def _open_or_create(target, source, dtype, chunks, shards, resume):
 
 
 def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any = None, shards: Any = "source",
-                resume: bool = False, device: str = "cpu", task_bytes: int | None = None,
+                resume: bool = False, device: str = "cpu", gpus: Any = None, task_bytes: int | None = None,
                 compute: bool = True) -> Any:
     """Filter a zarr array into another, out of core: each task reads one
     unit of the target plus the halo straight from the source store,
@@ -117,7 +122,11 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
         fill value are not stored by zarr, so they are computed again.
     device : {"cpu", "gpu"}, optional
         Where the filters run: numpy blocks on the CPU, or cupy blocks on
-        the current GPU (the block moves to it and back: the data is on disk).
+        GPUs (each block moves to its GPU through a pinned buffer and back:
+        the data is on disk).
+    gpus : "all", int or sequence of int, optional
+        With device="gpu", the GPUs the tasks are spread over (contiguous
+        runs of tasks on each); default the current GPU.
     task_bytes : int, optional
         About how much of the target one task writes (whole chunks or
         shards, at least one): default 64 MiB, so that the halo's decoding
@@ -149,6 +158,10 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
     dask = importlib.import_module("dask")
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
+    if gpus is not None and device != "gpu":
+        raise ValueError("gpus= is for device='gpu'")
+    if device == "gpu":
+        gpus = _gpus.devices(_gpus._cupy().cuda.Device().id if gpus is None else gpus)
     if not isinstance(source, zarr.Array):
         source = zarr.open_array(source, mode="r")
     made = gdask.steps_of(steps, source.ndim)
@@ -160,7 +173,7 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
     library = importlib.import_module("cupy" if device == "gpu" else "numpy")
     dtype = np.dtype(gdask._meta(library, source.ndim, source.dtype, made)[-1].dtype)
     target = _open_or_create(target, source, dtype, chunks, shards, resume)
-    units = _units(source, target, made, resume, device, TASK_BYTES if task_bytes is None else task_bytes)
+    units = _units(source, target, made, resume, gpus, TASK_BYTES if task_bytes is None else task_bytes)
     done = dask.delayed(_written, pure=False)(target, *[dask.delayed(u, pure=False)() for u in units])
     return done.compute() if compute else done
 
@@ -194,8 +207,8 @@ def _task_shape(target, reach, task_bytes):
     return shape
 
 
-def _units(source, target, steps, resume, device, task_bytes):
-    """The target's units left to write, as tasks."""
+def _units(source, target, steps, resume, gpus, task_bytes):
+    """The target's units left to write, as tasks (spread over `gpus`, ids, where given)."""
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(source.ndim)]
     task = _task_shape(target, reach, task_bytes)
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(source.ndim)]
@@ -212,8 +225,9 @@ def _units(source, target, steps, resume, device, task_bytes):
             ranges.append(tuple(axis_ranges))
             own.append(slice(offset, offset + stop - first))
             region.append(slice(first, stop))
-        tasks.append(_Unit(source, target, tuple(steps), tuple(ranges), tuple(own), tuple(region), device))
-    return tasks
+        tasks.append((source, target, tuple(steps), tuple(ranges), tuple(own), tuple(region)))
+    on = _gpus.placement(len(tasks), gpus) if gpus and tasks else [None] * len(tasks)
+    return [_Unit(*task, gpu) for task, gpu in zip(tasks, on)]
 
 
 def _all_written(target, coords, task, written):

@@ -30,9 +30,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _args, _dispatch
+from . import _args, _dispatch, _gpus
 
-__all__ = ["WholeArrayWarning", "chain", "depth_of", "filter_zarr", "is_dask_array"]
+__all__ = ["WholeArrayWarning", "chain", "depth_of", "filter_zarr", "is_dask_array", "to_gpus"]
 
 
 class WholeArrayWarning(UserWarning):
@@ -368,13 +368,21 @@ def _library(array):
     return importlib.import_module("cupy" if type(array).__module__.startswith("cupy") else "numpy")
 
 
-def _cut_and_join(nested, pieces):
+def _cut_and_join(nested, pieces, move=None):
     """One array from a nested list of chunks (one level per axis), each
-    cut to its piece: a view, without a copy, where the pieces are views
-    of one array that tile a box of it (dask.array.from_array of an array in
-    memory), else a concatenation."""
+    cut to its piece (and moved by `move`, where given): a view, without a
+    copy, where the pieces are views of one array that tile a box of it
+    (dask.array.from_array of an array in memory), else a concatenation."""
     cut = _cut(nested, pieces)
+    if move is not None:
+        cut = _map_leaves(move, cut)
     return _view_of_one_array(cut) if len(pieces) else cut
+
+
+def _map_leaves(function, nested):
+    if isinstance(nested, list):
+        return [_map_leaves(function, item) for item in nested]
+    return function(nested)
 
 
 def _cut(nested, pieces, index=()):
@@ -446,19 +454,51 @@ def _tiles(cut, view, axis=0, origin=None):
 @dataclass(frozen=True)
 class _Block:
     """What one task computes: the steps, the pieces of chunks it gathers
-    per axis ((chunk, start, stop) in order), and where its own elements
-    lie in what it gathers."""
+    per axis ((chunk, start, stop) in order), where its own elements lie in
+    what it gathers, and where it runs: `gpu`, a GPU id for host chunks
+    streamed through that GPU (the result comes back to the host), or None
+    to run where its own chunk is (`home`: that chunk's place among the
+    gathered ones), on the CPU or on that chunk's GPU."""
     steps: tuple
     pieces: tuple
     own: tuple
+    home: tuple = ()
+    gpu: int | None = None
 
     def __call__(self, *gathered):
-        arrays = [_cut_and_join(g, self.pieces) if self.pieces else g for g in gathered]
+        if self.gpu is not None:
+            return self._through_gpu(gathered)
+        gpu = _gpus.device_of(_leaf(gathered[0], self.home))
+        if gpu is None:
+            return self._filter([self._gather(g) for g in gathered])
+        with _gpus.lease(gpu) as lane:
+            def move(piece):  # a halo from another GPU comes GPU to GPU
+                return _gpus.to_device(piece, lane)
+            return self._filter([self._gather(g, move) for g in gathered])
+
+    def _through_gpu(self, gathered):
+        """Host chunks filtered on GPU self.gpu: to it and back through a
+        lane's pinned buffers (gpufilt._gpus)."""
+        with _gpus.lease(self.gpu, streaming=True) as lane:
+            return _gpus.download(self._filter([_gpus.upload(self._gather(g), lane) for g in gathered]), lane)
+
+    def _gather(self, nested, move=None):
+        """The gathered chunks cut to their pieces (each moved by `move`
+        where given) and joined."""
+        return _cut_and_join(nested, self.pieces, move) if self.pieces else nested
+
+    def _filter(self, arrays):
         block, aligned = arrays[0], arrays[1:]
         for step in self.steps:
             block = step(block, *aligned[:len(step.aligned)])
             aligned = aligned[len(step.aligned):]
         return block[self.own] if self.own else block  # a 0-d block stays an array
+
+
+def _leaf(nested, index):
+    for i in index:
+        nested = nested[i]
+    return _first_leaf(nested)
 
 
 def _ranges(n, first, stop, before, after, wrap):
@@ -511,25 +551,29 @@ def _nested_keys(name, pieces, axis=0, index=()):
     return [_nested_keys(name, pieces, axis + 1, index + (chunk,)) for chunk, _, _ in pieces[axis]]
 
 
-def _halo_run(x, aligned, steps, meta):
+def _halo_run(x, aligned, steps, meta, gpus=None):
     """The steps of one run on every block of x, with one exchange of
-    halos: the run's summed reach, taken across the ends on wrapped axes."""
+    halos: the run's summed reach, taken across the ends on wrapped axes.
+    With `gpus` (ids), host blocks run on those GPUs (_gpus.placement)."""
     da = _dask_array()
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(x.ndim)]
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(x.ndim)]
     aligned = [a.rechunk(x.chunks) for a in aligned]
-    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap)
+    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
+    indices = list(itertools.product(*(range(len(c)) for c in x.chunks)))
+    on = _gpus.placement(len(indices), gpus) if gpus else [None] * len(indices)
     layer = {}
-    for index in itertools.product(*(range(len(c)) for c in x.chunks)):
-        pieces, own = [], []
+    for index, gpu in zip(indices, on):
+        pieces, own, home = [], [], []
         for ax, i in enumerate(index):
             axis_pieces, offset = _pieces(starts[ax], starts[ax][i], starts[ax][i + 1], *reach[ax], wrap[ax])
             pieces.append(axis_pieces)
             own.append(slice(offset, offset + x.chunks[ax][i]))
-        block = _Block(tuple(steps), tuple(pieces), tuple(own))
+            home.append(next(k for k, (chunk, _, _) in enumerate(axis_pieces) if chunk == i))
+        block = _Block(tuple(steps), tuple(pieces), tuple(own), tuple(home), gpu)
         layer[(name, *index)] = (block, *(_nested_keys(a.name, pieces) for a in (x, *aligned)))
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x, *aligned])
     return da.Array(graph, name, chunks=x.chunks, meta=meta)
@@ -593,9 +637,11 @@ def _meta(library, ndim, dtype, steps, aligned_dtypes=()):
     return metas
 
 
-def _apply_steps(x, steps, aligned):
+def _apply_steps(x, steps, aligned, gpus=None):
     if not steps:
         return x
+    if gpus is not None:
+        gpus = _gpus_for(x, steps, gpus)
     aligned = list(aligned)
     metas = _meta(_library(x._meta), x.ndim, x.dtype, steps, [a.dtype for a in aligned])
     if x.size == 0:
@@ -611,8 +657,68 @@ def _apply_steps(x, steps, aligned):
         elif run[0].reach is None:
             x = _whole_run(x, run_aligned, run[0], meta)
         else:
-            x = _halo_run(x, run_aligned, run, meta)
+            x = _halo_run(x, run_aligned, run, meta, gpus)
     return x
+
+
+def _gpus_for(x, steps, gpus):
+    """gpus= checked against the chain: host chunks, filters with halos."""
+    if _library(x._meta) is not np:
+        raise ValueError("gpus= streams host chunks through GPUs; cupy chunks run on the GPU that holds them "
+                         "(gpufilt.dask.to_gpus spreads chunks over GPUs)")
+    if any(s.fourier or s.reach is None for s in steps):
+        raise ValueError("gpus= runs filters that read their neighbours: not Fourier filters or whole-array "
+                         "operations (binary_fill_holes, binary_propagation, iterations < 1)")
+    return _gpus.devices(gpus)
+
+
+def to_gpus(x: Any, gpus: Any = "all") -> Any:
+    """A dask array's chunks spread over GPUs, as cupy arrays: contiguous
+    runs of chunks (in C order) on each GPU, so that most halos stay on one
+    GPU. The filters of gpufilt.ndimage and chain then run each block on the
+    GPU that holds it, copying halos GPU to GPU.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        The input, numpy or cupy chunks.
+    gpus : "all", int or sequence of int, optional
+        The GPUs: every visible one (default), or their ids.
+
+    Returns
+    -------
+    placed : dask.array.Array
+        Lazily, x's values and chunks in cupy arrays on those GPUs. Call
+        ``.persist()`` to keep them there across computations.
+
+    Examples
+    --------
+    >>> import dask.array as da                                 # doctest: +SKIP
+    >>> from gpufilt import ndimage
+    >>> from gpufilt.dask import to_gpus
+    >>> x = to_gpus(da.random.random((4096, 4096, 512), chunks=(512, 4096, 512)).astype("f4")).persist()
+    >>> y = ndimage.gaussian_filter(x, 2).persist()         # every block on its own GPU
+    """
+    if not is_dask_array(x):
+        raise TypeError(f"to_gpus takes a dask array, not {type(x).__name__} (dask.array.from_array makes one)")
+    ids = _gpus.devices(gpus)
+    cupy = _gpus._cupy()
+    numblocks = x.numblocks
+    on = _gpus.placement(max(1, int(np.prod(numblocks))), ids)
+    return x.map_blocks(_Placed(tuple(on), tuple(numblocks)), dtype=x.dtype,
+                        meta=cupy.empty((0,) * x.ndim, x.dtype))
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A chunk moved to its GPU (the placement of its block index)."""
+    on: tuple
+    numblocks: tuple
+
+    def __call__(self, block, block_id=None):
+        gpu = self.on[int(np.ravel_multi_index(block_id, self.numblocks))] if block_id else self.on[0]
+        with _gpus.lease(gpu) as lane:
+            return _gpus.to_device(block, lane)
 
 
 def _aligned_arrays(x, function, args, kwargs):
@@ -652,7 +758,7 @@ def steps_of(steps, ndim):
     return made
 
 
-def chain(x: Any, steps: Sequence[Any]) -> Any:
+def chain(x: Any, steps: Sequence[Any], *, gpus: Any = None) -> Any:
     """Several gpufilt.ndimage filters, one after the other, on a dask
     array, with one exchange of halos: each block is read once, with the
     summed reach of the filters, and filtered by all of them.
@@ -667,14 +773,22 @@ def chain(x: Any, steps: Sequence[Any]) -> Any:
         depth)`` for any other function of a block (depth: the elements it
         reads on each side, an int or one per axis; 0 for an element-wise
         function such as a threshold).
+    gpus : "all", int or sequence of int, optional
+        Stream x's host (numpy) chunks through these GPUs: each block,
+        with its halo, crosses to its GPU through a pinned buffer, is
+        filtered there, and comes back, while other blocks cross (see
+        gpufilt._gpus). Blocks go to the GPUs in contiguous runs. The
+        default runs each block where its chunk is: numpy chunks on the
+        CPU, cupy chunks on the GPU that holds them (to_gpus).
 
     Returns
     -------
     result : dask.array.Array
         Lazily, the last filter's result, with x's chunks: equal to the
-        filters applied one after the other in memory. Steps that wrap
-        along an axis that an earlier step does not (or the reverse), and
-        filters that may read the whole array, start a new exchange.
+        filters applied one after the other in memory (numpy chunks with
+        gpus=). Steps that wrap along an axis that an earlier step does not
+        (or the reverse), and filters that may read the whole array, start
+        a new exchange.
 
     Examples
     --------
@@ -695,7 +809,7 @@ def chain(x: Any, steps: Sequence[Any]) -> Any:
     for item, step in zip(steps, made):
         if step.aligned:
             aligned += _aligned_arrays(x, _function(item[0]), (), dict(item[1]))
-    return _apply_steps(x, made, aligned)
+    return _apply_steps(x, made, aligned, gpus)
 
 
 from ._zarr import filter_zarr  # noqa: E402 - it builds on this module's steps and halos
