@@ -66,6 +66,8 @@ def docstring_modules():
                gpufilt._ops_matmul, gpufilt._ops_nn, gpufilt._range_errors]
     if importable("torch"):
         modules.append(importlib.import_module("gpufilt.torch"))
+    if importable("dask") and importable("zarr"):
+        modules += [importlib.import_module("gpufilt.dask"), importlib.import_module("gpufilt._zarr")]
     return modules
 
 

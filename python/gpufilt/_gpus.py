@@ -124,9 +124,9 @@ class _Lanes:
         with self._lock:
             if device not in self._free:
                 cupy = _cupy()
-                with cupy.cuda.Device(device):
-                    lanes = STREAMING_LANES_PER_GPU if self.streaming else LANES_PER_GPU
-                streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(lanes if self.streaming else 1)]
+                lanes = STREAMING_LANES_PER_GPU if self.streaming else LANES_PER_GPU
+                with cupy.cuda.Device(device):  # a stream belongs to the device current when it is made
+                    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(lanes if self.streaming else 1)]
                 free = queue.SimpleQueue()
                 for k in range(lanes):
                     free.put(_Lane(device, streams[k % len(streams)]))

@@ -693,11 +693,18 @@ def to_gpus(x: Any, gpus: Any = "all") -> Any:
 
     Examples
     --------
-    >>> import dask.array as da                                 # doctest: +SKIP
+    With CuPy and GPUs (skipped where there are none):
+
+    >>> import cupy  # doctest: +SKIP
+    >>> import numpy as np, dask.array as da
     >>> from gpufilt import ndimage
     >>> from gpufilt.dask import to_gpus
-    >>> x = to_gpus(da.random.random((4096, 4096, 512), chunks=(512, 4096, 512)).astype("f4")).persist()
-    >>> y = ndimage.gaussian_filter(x, 2).persist()         # every block on its own GPU
+    >>> volume = np.random.default_rng(0).random((64, 32, 32), dtype=np.float32)
+    >>> x = to_gpus(da.from_array(volume, chunks=(16, 32, 32))).persist()  # doctest: +SKIP
+    >>> y = ndimage.gaussian_filter(x, 2).persist()  # each block on its own GPU   # doctest: +SKIP
+    >>> host = y.map_blocks(cupy.asnumpy, meta=np.empty((0, 0, 0), np.float32)).compute()  # doctest: +SKIP
+    >>> bool(np.allclose(host, ndimage.gaussian_filter(volume, 2), atol=1e-6))  # doctest: +SKIP
+    True
     """
     if not is_dask_array(x):
         raise TypeError(f"to_gpus takes a dask array, not {type(x).__name__} (dask.array.from_array makes one)")
