@@ -87,6 +87,7 @@ def gaussian_blur(sigma):
 # double sums, scipy's bits).
 SMOOTHING_WEIGHTS = np.random.default_rng(1).random((5, 5, 5))
 SIGNED_WEIGHTS = SMOOTHING_WEIGHTS - SMOOTHING_WEIGHTS.mean()
+HEIGHTS = np.random.default_rng(2).integers(-3, 4, (3, 3, 3)).astype(float)  # non-flat grey morphology
 
 
 def build_cases(div=1):
@@ -122,6 +123,8 @@ def build_cases(div=1):
         case("grey_erosion size=3", vol, "float32", lambda nd, x, **kw: nd.grey_erosion(x, 3, **kw)),
         case("grey_opening size=3", vol, "float32", lambda nd, x, **kw: nd.grey_opening(x, 3, **kw)),
         case("white_tophat size=3", vol, "float32", lambda nd, x, **kw: nd.white_tophat(x, 3, **kw)),
+        case("grey_erosion non-flat 3x3x3", small_vol, "float32",
+             lambda nd, x, **kw: nd.grey_erosion(x, structure=HEIGHTS, **kw)),
         case("binary_erosion 10 iterations", img, "bool",
              lambda nd, x, **kw: nd.binary_erosion(x, iterations=10, **kw)),
         case("binary_fill_holes", img, "bool", lambda nd, x, **kw: nd.binary_fill_holes(x, **kw)),

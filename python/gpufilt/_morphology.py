@@ -83,14 +83,15 @@ def _check_window(size, footprint, structure):
         raise ValueError("size, footprint, or structure must be specified")
 
 
-def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion):
+def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion, threads=None):
     """Non-flat grey erosion (dilation): per footprint element in C order,
     the shifted input minus (plus) its height, the minimum (maximum) of
     those. As scipy's C code computes it: the first element's term in
     double; every later one in the input's dtype (the height converted to
     it, the sum wrapped back into it); cval converted to the dtype first;
-    the result converted to the output's dtype. Computed by the input's
-    library (numpy or cupy)."""
+    the result converted to the output's dtype. numpy input: one C++ pass
+    over the padded input (core/nonflat.hpp); float16 and cupy: the
+    input's library, a pass per element."""
     xp = _library_of(input)
     x = xp.asarray(input)
     if x.dtype.kind == "c":
@@ -116,6 +117,15 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         _args.check_origin(o, n)
         centre = n // 2 + o
         widths[ax] = (centre, n - 1 - centre)
+    if xp is np and x.ndim and x.dtype != np.float16:
+        taps = list(zip(*np.nonzero(mask)))
+        if not taps:
+            raise ValueError("All-zero footprint is not supported.")
+        signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
+        arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion)
+        result = _nonflat_on_cpu(*arguments) if threads is None else \
+            _ndimage()._on_cpu_threads(threads, _nonflat_on_cpu, *arguments)
+        return _store(result, input, output, xp)
     # scipy reads a bool's byte as a number (its own results store bytes other than 0 and 1).
     values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.float64)
     kwargs = {}
@@ -139,19 +149,37 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     return _store(result, input, output, xp)
 
 
-def _c_cast(values, dtype, xp):
+def _nonflat_on_cpu(x, taps, signed, widths, axes, pad_mode, cval, erosion):
+    """_nonflat's terms for a numpy input (at least 1-d): the input padded
+    in its own dtype, each tap's offset into it, and the C++ pass; float64
+    results."""
+    values = x.view(np.uint8) if x.dtype == np.bool_ else x  # a bool's byte, as scipy reads it
+    kwargs = {}
+    if pad_mode == "constant":
+        kwargs["constant_values"] = _c_convert(np.array(float(cval)), values.dtype, np)[()]
+    padded = np.ascontiguousarray(np.pad(values, widths, mode=pad_mode, **kwargs))
+    steps = [stride // padded.itemsize for stride in padded.strides]
+    offsets = np.array([sum(int(j) * steps[ax] for ax, j in zip(axes, tap)) for tap in taps], np.int64)
+    out = np.empty(x.shape, np.float64)
+    _core._nonflat_extreme(padded, _c_convert(signed, values.dtype, np), offsets, float(signed[0]), erosion, out)
+    return out
+
+
+def _c_convert(values, dtype, xp):
     """float64 `values` converted to `dtype` as C converts a double on
     x86-64 (through int32 for integers of 32 bits or fewer, int64 for
-    uint32 and int64; bool as its byte), returned as float64."""
+    uint32 and int64; bool as its byte, a uint8)."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return values.astype(dtype).astype(np.float64)
-    if dtype == np.uint64:
-        return values.astype(np.uint64).astype(np.float64)
-    wide = np.int64 if dtype.itemsize == 8 or dtype == np.uint32 else np.int32
-    target = np.uint8 if dtype == np.bool_ else dtype
-    with np.errstate(invalid="ignore"):
-        return values.astype(wide).astype(target).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # out of range: as the C cast, without numpy's warning
+        if dtype.kind == "f" or dtype == np.uint64:
+            return values.astype(dtype)
+        wide = np.int64 if dtype.itemsize == 8 or dtype == np.uint32 else np.int32
+        return values.astype(wide).astype(np.uint8 if dtype == np.bool_ else dtype)
+
+
+def _c_cast(values, dtype, xp):
+    """_c_convert's values, returned as float64."""
+    return _c_convert(values, dtype, xp).astype(np.float64)
 
 
 def _store(result, input, output, xp):
@@ -162,8 +190,8 @@ def _store(result, input, output, xp):
         raise ArgumentError("output shape not correct")
     dtype = np.dtype(output.dtype if output is not None and not _is_dtype(output)
                      else output if output is not None else xp.asarray(input).dtype)
-    converted = _c_cast(result, dtype, xp)
-    converted = converted.astype(np.uint8).view(np.bool_) if dtype == np.bool_ else converted.astype(dtype)
+    converted = _c_convert(result, dtype, xp)
+    converted = converted.view(np.bool_) if dtype == np.bool_ else converted
     if output is None or _is_dtype(output):
         return converted
     output[...] = converted
@@ -204,7 +232,8 @@ def grey_erosion(input: Any, size: Any = None, footprint: Any = None, structure:
     _check_window(size, footprint, structure)
     if structure is not None:
         with _dispatch.stream_current_for(input, stream):  # _nonflat's cupy steps on `stream`
-            return _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion=True)
+            return _nonflat(input, footprint, structure, output, mode, cval, origin, axes, erosion=True,
+                            threads=threads)
     return _ndimage().minimum_filter(input, size, footprint, output, mode, cval, origin, axes=axes, stream=stream,
                                      threads=threads)
 
@@ -242,7 +271,8 @@ def grey_dilation(input: Any, size: Any = None, footprint: Any = None, structure
     origins = _dilation_origins(axes, origin, length)
     if structure is not None:
         with _dispatch.stream_current_for(input, stream):  # _nonflat's cupy steps on `stream`
-            return _nonflat(input, footprint, structure, output, mode, cval, origins, axes, erosion=False)
+            return _nonflat(input, footprint, structure, output, mode, cval, origins, axes, erosion=False,
+                            threads=threads)
     return _ndimage().maximum_filter(input, size, footprint, output, mode, cval, origins, axes=axes, stream=stream,
                                      threads=threads)
 

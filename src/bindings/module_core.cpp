@@ -23,6 +23,7 @@
 #include "core/cpu_isa.hpp"
 #include "core/fourier.hpp"
 #include "core/host_pool.hpp"
+#include "core/nonflat.hpp"
 
 namespace py = pybind11;
 using namespace gpufilt;
@@ -210,6 +211,55 @@ void register_fourier(py::module_& m) {
      "tables' entries, or exp(i * their sum) with phase=True.");
 }
 
+
+// The dtype of a C-order array given to _nonflat_extreme, one it has a kernel for.
+DType nonflat_dtype(const py::array& a, const char* name) {
+  const char kind = a.dtype().kind();
+  const int64_t size = a.itemsize();
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be a C-order array");
+  if (kind == 'b') return DType::Bool;
+  if (kind == 'f' && size == 4) return DType::Float32;
+  if (kind == 'f' && size == 8) return DType::Float64;
+  static const DType ints[2][4] = {{DType::Int8, DType::Int16, DType::Int32, DType::Int64},
+                                   {DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64}};
+  const int k = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
+  if ((kind == 'i' || kind == 'u') && k >= 0) return ints[kind == 'u'][k];
+  throw py::type_error(std::string(name) + ": no non-flat kernel for dtype " + py::str(a.dtype()).cast<std::string>());
+}
+
+void register_nonflat(py::module_& m) {
+  m.def("_nonflat_extreme", [](const py::array& padded, const py::array& heights, const py::array& offsets,
+                               double first_height, bool erosion, py::array& out) {
+    const DType dtype = nonflat_dtype(padded, "padded");
+    if (!heights.dtype().is(padded.dtype()) || !(heights.flags() & py::array::c_style) || heights.ndim() != 1)
+      throw py::value_error("heights must be a C-order 1-d array of padded's dtype");
+    if (!offsets.dtype().is(py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
+        offsets.ndim() != 1 || offsets.shape(0) != heights.shape(0) || offsets.shape(0) == 0)
+      throw py::value_error("offsets must be a C-order int64 array of one offset per height, at least one");
+    if (!out.dtype().is(py::dtype::of<double>()) || !(out.flags() & py::array::c_style) || !out.writeable() ||
+        out.ndim() != padded.ndim() || out.ndim() == 0)
+      throw py::value_error("out must be a writable C-order float64 array of padded's rank (at least 1)");
+    const int64_t ndim = out.ndim(), item = padded.itemsize();
+    std::vector<int64_t> shape(out.shape(), out.shape() + ndim), strides(ndim);
+    int64_t last_base = 0;  // the largest base(i): every read must stay inside `padded`
+    for (int64_t ax = 0; ax < ndim; ++ax) {
+      strides[ax] = padded.strides(ax) / item;
+      if (shape[ax] > padded.shape(ax)) throw py::value_error("out must be no larger than padded");
+      if (shape[ax] > 0 && ax + 1 < ndim) last_base += (shape[ax] - 1) * strides[ax];
+    }
+    const auto* o = static_cast<const int64_t*>(offsets.data());
+    const std::vector<int64_t> offs(o, o + offsets.shape(0));
+    for (int64_t off : offs)
+      if (off < 0 || last_base + off + shape[ndim - 1] > (int64_t)padded.size())
+        throw py::value_error("an offset reads outside padded");
+    py::gil_scoped_release nogil;
+    nonflat_extreme(padded.data(), dtype, shape, strides, offs, first_height, heights.data(), erosion,
+                    static_cast<double*>(out.mutable_data()));
+  }, py::arg("padded"), py::arg("heights"), py::arg("offsets"), py::arg("first_height"), py::arg("erosion"),
+     py::arg("out"),
+     "Non-flat grey erosion or dilation into `out` (core/nonflat.hpp): out[i] = the minimum (maximum) over taps t "
+     "of padded[base(i) + offsets[t]] plus the height, in scipy's arithmetic.");
+}
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -238,6 +288,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("build_info", &build_info, "How this module was built.");
   register_host_pool(m);
   register_binary_propagation(m);
+  register_nonflat(m);
   register_fourier(m);
   m.def("_set_call_threads", &set_cpu_call_threads, py::arg("threads"),
         "Sets this thread's CPU thread count for the calls it makes (0: the default); returns the one before.");

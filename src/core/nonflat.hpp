@@ -1,0 +1,27 @@
+#pragma once
+// Non-flat grey erosion and dilation on the CPU (scipy.ndimage.grey_erosion
+// and grey_dilation with a `structure` of heights): per output element, the
+// minimum (maximum) over the footprint's taps of the input plus the tap's
+// height, in scipy's own arithmetic (ni_filters.c): the first tap's term in
+// double, every later one in the input's type (the height converted to that
+// type first, the sum wrapped back into it), each compared with the
+// running double result. Where a comparison with NaN fails, the result
+// stays.
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace gpufilt {
+
+// `padded`: the input padded by the caller (C order, `padded_strides` in
+// elements, the last 1) so that output element i reads padded[base(i) +
+// offsets[t]], base(i) its index in the padded array; the caller checks
+// that every read falls inside it. `first_height`: tap 0's height;
+// `heights`: every tap's height already converted to the input's type (an
+// array of that type). `out`: C-order doubles of `shape` (at least 1-d).
+void nonflat_extreme(const void* padded, DType dtype, const std::vector<int64_t>& shape,
+                     const std::vector<int64_t>& padded_strides, const std::vector<int64_t>& offsets,
+                     double first_height, const void* heights, bool erosion, double* out);
+
+}  // namespace gpufilt
