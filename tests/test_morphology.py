@@ -120,6 +120,28 @@ def test_nonflat_morphology_whole_range_layouts_and_threads(name, dtype, rng):
 BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
 
 
+@pytest.mark.parametrize("structure", ["all-zero", "default"])
+@pytest.mark.parametrize("name", [*BINARY, "binary_propagation", "binary_fill_holes"])
+def test_binary_arguments_and_all_zero_structures_as_scipy(name, structure, rng):
+    """scipy's results for an all-zero structure (an erosion holds
+    everywhere, a dilation nowhere; the mask still keeps the input), and its
+    exceptions for border values and iteration counts its C code cannot
+    take, and for complex masks."""
+    image = rng.random((6, 7)) > 0.5
+    mask = rng.random((6, 7)) > 0.5
+    element = np.zeros((3, 3), bool) if structure == "all-zero" else None
+    cases = [{}, {"mask": mask}, {"border_value": 1}, {"border_value": 0.5}, {"border_value": None},
+             {"border_value": 2**40}, {"border_value": -2**40}, {"mask": np.ones((6, 7), complex)},
+             {"iterations": 3}, {"iterations": 0}, {"iterations": -10**30}]
+    if structure == "default":
+        cases.append({"iterations": 10**30})  # (scipy loops for ever there with an all-zero structure)
+    for kwargs in cases:
+        if name == "binary_fill_holes" and kwargs or name == "binary_propagation" and "iterations" in kwargs:
+            continue
+        same(outcome(getattr(gnd, name), image, structure=element, **kwargs),
+             outcome(getattr(snd, name), image, structure=element, **kwargs))
+
+
 @pytest.mark.parametrize("iterations", [1, 2, 0])
 @pytest.mark.parametrize("border_value", [0, 1])
 @pytest.mark.parametrize("name", BINARY)

@@ -517,6 +517,24 @@ def _iterations(iterations):
         raise TypeError("iterations parameter should be an integer") from None
 
 
+def _check_c_long(iterations):
+    """scipy's C code takes `iterations` as a C long (when the structure
+    has an element to read)."""
+    if not -2**63 <= iterations < 2**63:
+        raise OverflowError("Python int too large to convert to C long")
+
+
+def _border_value(value):
+    """`border_value` as scipy's C code takes it: an integer (not a float)
+    that fits in a C int."""
+    value = operator.index(value)  # its TypeError: "... cannot be interpreted as an integer"
+    if value > 2**31 - 1:
+        raise OverflowError("signed integer is greater than maximum")
+    if value < -2**31:
+        raise OverflowError("signed integer is less than minimum")
+    return value
+
+
 def _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation, stream=None,
             threads=None):
     """binary_erosion (dilation=False) or binary_dilation: the minimum (or
@@ -543,6 +561,9 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     if mask_src is not None:
         if tuple(mask_src.shape) != tuple(src.shape):
             raise ArgumentError("mask and input must have equal sizes")
+        if mask_src.dtype.kind == "c":
+            raise RuntimeError("data type not supported")  # scipy's C code, for a complex mask
+    border_value = _border_value(border_value)
     if output is not None and not _is_dtype(output) and _dispatch.dtype_kind(nd.output_dtype_of(output)) == "c":
         raise TypeError("Complex output type not supported")
     _check_output_array(output)
@@ -556,8 +577,13 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     with _dispatch.stream_made_current(src, stream):
         values = xp.asarray(src.obj) != 0
         keep = None if mask_src is None else xp.asarray(mask_src.obj) == 0
-        spread = _spread_on_cpu(values, keep, element, full_origins, dilation, cval) \
-            if iterations < 1 and xp is np else None
+        if not element.any():  # scipy: nothing to read, so an erosion holds everywhere and a dilation nowhere
+            spread = xp.full(values.shape, not dilation, bool)
+            spread = spread if keep is None else xp.where(keep, values, spread)
+        else:
+            _check_c_long(iterations)
+            spread = _spread_on_cpu(values, keep, element, full_origins, dilation, cval) \
+                if iterations < 1 and xp is np else None
         while spread is None:
             result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
                           origin=full_origins, stream=stream, threads=threads).view(bool)
