@@ -141,6 +141,15 @@ def test_a_halo_wider_than_the_array():
         run_both("gaussian_filter", data, (1, 4), sigma=9.0, mode=mode)
 
 
+def test_chunks_of_length_zero():
+    data = DATA["float32"]
+    for chunks in [((6, 0, 7, 0), (0, 8, 3)), ((0, 13), (11, 0)), ((13,), (2, 0, 0, 9))]:
+        for mode in MODES:
+            run_both("uniform_filter", data, chunks, size=3, mode=mode)
+            run_both("uniform_filter", data, chunks, size=1, mode=mode)
+            run_both("gaussian_filter", data, chunks, sigma=1.5, mode=mode)
+
+
 def test_zero_dimensions_and_empty_arrays():
     assert_same(ndimage.gaussian_filter(da.from_array(np.array(3.0)), 1.0).compute(),
                 ndimage.gaussian_filter(np.array(3.0), 1.0))

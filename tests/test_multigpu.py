@@ -67,7 +67,7 @@ def test_placement_is_contiguous_and_balanced(count, gpus):
     assert len(on) == count
     runs = [g for k, g in enumerate(on) if k == 0 or on[k - 1] != g]
     assert runs == list(dict.fromkeys(runs)), "each GPU gets one contiguous run"
-    assert set(runs) <= set(gpus)
+    assert runs == list(gpus[:len(runs)]), "in the order given"
     counts = [on.count(g) for g in gpus]
     if count >= len(gpus):
         assert max(counts) - min(counts) <= 1
@@ -105,14 +105,43 @@ def test_gpus_argument():
         _gpus.devices(0.5)
 
 
+@pytest.fixture
+def small_stages(monkeypatch):
+    """Pinned buffers of 256 bytes: every block crosses in many slabs, and
+    rows wider than a buffer are cut along the next axis."""
+    monkeypatch.setattr(_gpus, "STAGE_BYTES", 256)
+
+
 @pytest.mark.parametrize("name, kwargs", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
-def test_host_chunks_streamed_through_one_gpu(name, kwargs):
+def test_host_chunks_streamed_through_one_gpu(name, kwargs, small_stages):
     x = da.from_array(VOLUME, chunks=CHUNKS)
     got = gdask.chain(x, [(name, kwargs)], gpus=[0]).compute()
     assert isinstance(got, np.ndarray)
     assert_same(got, in_memory(name, VOLUME, kwargs))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_chunks_copied_to_the_gpu_outside_gpufilt():
+    """Chunks that map_blocks(cupy.asarray) copies on CuPy's default stream
+    (asynchronously, from pinned memory) are complete before a task reads
+    them; results freed while other work still runs are not reused early."""
+    cp = _gpus._cupy()
+    volume = rng.standard_normal((64, 256, 256)).astype(np.float32)
+    x = da.from_array(volume, chunks=(16, 256, 256)).map_blocks(cp.asarray)
+    for _ in range(3):
+        got = ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0).map_blocks(cp.asnumpy).compute()
+        assert_same(got, ndimage.gaussian_filter(ndimage.median_filter(volume, 3), 2.0))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_gpus_refused_for_cupy_chunks():
+    x = gdask.to_gpus(da.from_array(VOLUME, chunks=CHUNKS), gpus=0)
+    with pytest.raises(ValueError, match="cupy chunks run on the GPU that holds them"):
+        gdask.chain(x, CHAIN, gpus=0)
 
 
 @pytest.mark.cuda
@@ -183,15 +212,29 @@ def test_a_chain_over_every_gpu_and_back():
 def test_repeated_runs_agree():
     """Many small blocks over every GPU and stream: no block reads a halo
     before its producer has finished it."""
-    x = spread(rng.standard_normal((64, 48, 40)).astype(np.float32), (4, 24, 40))
-    first = on_host(ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0))
+    volume = rng.standard_normal((64, 48, 40)).astype(np.float32)
+    x = spread(volume, (4, 24, 40))
+    expected = ndimage.gaussian_filter(ndimage.median_filter(volume, 3), 2.0)
     for _ in range(3):
-        np.testing.assert_array_equal(on_host(ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0)), first)
+        assert_same(on_host(ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0)), expected)
 
 
 @pytest.mark.cuda
 @TWO_GPUS
-def test_zarr_to_zarr_over_every_gpu(tmp_path):
+def test_fourier_filters_of_chunks_on_several_gpus_stay_there():
+    cp = _gpus._cupy()
+    spectrum = np.fft.fftn(VOLUME).astype(np.complex64)
+    x = spread(spectrum, CHUNKS)
+    result = ndimage.fourier_gaussian(x, 1.5).persist()
+    assert block_devices(result) == block_devices(x)
+    with cp.cuda.Device(0):
+        expected = cp.asnumpy(ndimage.fourier_gaussian(cp.asarray(spectrum), 1.5))
+    np.testing.assert_allclose(on_host(result), expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.cuda
+@TWO_GPUS
+def test_zarr_to_zarr_over_every_gpu(tmp_path, small_stages):
     zarr = pytest.importorskip("zarr")
     source = zarr.create_array(str(tmp_path / "in.zarr"), shape=VOLUME.shape, chunks=(4, 9, 13), dtype="f4")
     source[:] = VOLUME

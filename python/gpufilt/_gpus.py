@@ -97,7 +97,7 @@ class _Lane:
     def buffer(self, turn):
         """Pinned buffer `turn` (0 or 1), once the GPU has finished its
         last copy from or to it."""
-        if self._buffers is None:
+        if self._buffers is None or self._buffers[0].nbytes < STAGE_BYTES:  # (STAGE_BYTES raised since)
             cupyx = importlib.import_module("cupyx")
             self._buffers = [cupyx.empty_pinned(STAGE_BYTES, np.uint8) for _ in range(2)]
         if self._copied[turn] is not None:
@@ -106,7 +106,7 @@ class _Lane:
 
     def copied(self, turn):
         """Mark buffer `turn` in use by the copy just queued on the stream."""
-        event = _cupy().cuda.Event(block=False, disable_timing=True)
+        event = _cupy().cuda.Event(block=True, disable_timing=True)  # a waiting thread sleeps, not spins
         event.record(self.stream)
         self._copied[turn] = event
 
@@ -125,8 +125,12 @@ class _Lanes:
             if device not in self._free:
                 cupy = _cupy()
                 lanes = STREAMING_LANES_PER_GPU if self.streaming else LANES_PER_GPU
-                with cupy.cuda.Device(device):  # a stream belongs to the device current when it is made
-                    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(lanes if self.streaming else 1)]
+                # Blocking streams (a stream belongs to the device current when it is made): ordered with
+                # the legacy default stream both ways, where work outside gpufilt's tasks (map_blocks(
+                # cupy.asarray), dask's own operations) runs, so a task never reads a chunk before that
+                # work has written it, nor does that work read a result after its memory was reused.
+                with cupy.cuda.Device(device):
+                    streams = [cupy.cuda.Stream(non_blocking=False) for _ in range(lanes if self.streaming else 1)]
                 free = queue.SimpleQueue()
                 for k in range(lanes):
                     free.put(_Lane(device, streams[k % len(streams)]))
@@ -157,10 +161,12 @@ def lease(device: int, streaming: bool = False):
     try:
         with cupy.cuda.Device(device), lane.stream:
             yield lane
-            lane.stream.synchronize()
     finally:
-        lane.keep.clear()
-        free.put(lane)
+        try:  # also after an error: queued copies may still read what lane.keep holds
+            lane.stream.synchronize()
+        finally:
+            lane.keep.clear()
+            free.put(lane)
 
 
 def device_of(array):
@@ -170,13 +176,19 @@ def device_of(array):
 
 
 def _slabs(shape, itemsize):
-    """[lo, hi) ranges along the first axis, each at most STAGE_BYTES
-    (at least one row: a row larger than that is one slab)."""
+    """Index tuples that cut an array of `shape` into slabs of at most
+    STAGE_BYTES, each contiguous in a C-order array: ranges along the first
+    axis whose trailing elements fit, each index of the axes before it."""
+    shape = tuple(int(n) for n in shape)
     if not shape:
-        return [(None, None)]
-    row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * itemsize)
+        return [(...,)]  # a 0-d array's view (a[()] would be a scalar)
+    axis = 0  # the first axis whose trailing block fits a buffer
+    while axis < len(shape) - 1 and int(np.prod(shape[axis + 1:], dtype=np.int64)) * itemsize > STAGE_BYTES:
+        axis += 1
+    row = max(1, int(np.prod(shape[axis + 1:], dtype=np.int64)) * itemsize)
     step = max(1, STAGE_BYTES // row)
-    return [(lo, min(shape[0], lo + step)) for lo in range(0, shape[0], step)]
+    ranges = [slice(lo, min(shape[axis], lo + step)) for lo in range(0, shape[axis], step)]
+    return [(*outer, r) for outer in np.ndindex(*shape[:axis]) for r in ranges]
 
 
 def _staged(buffer, part):
@@ -187,13 +199,9 @@ def _staged(buffer, part):
 def upload(array, lane):
     """A host array (any strides) copied to the lane's GPU, a slab at a
     time through its two pinned buffers, asynchronously on its stream."""
-    cupy = _cupy()
-    moved = cupy.empty(array.shape, array.dtype)
-    for turn, (lo, hi) in enumerate(_slabs(array.shape, array.itemsize)):
-        part, target = (array, moved) if lo is None else (array[lo:hi], moved[lo:hi])
-        if part.nbytes > STAGE_BYTES:  # one row larger than a buffer: pageable, synchronous
-            target.set(np.ascontiguousarray(part))
-            continue
+    moved = _cupy().empty(array.shape, array.dtype)
+    for turn, index in enumerate(_slabs(array.shape, array.itemsize)):
+        part, target = array[index], moved[index]
         staged = _staged(lane.buffer(turn % 2), part)
         np.copyto(staged, part)
         target.set(staged, stream=lane.stream)
@@ -205,18 +213,15 @@ def download(array, lane):
     """A cupy array on the lane's GPU copied into a new host array, a slab
     at a time through the lane's pinned buffers (each slab's copy out of
     the buffer overlaps the next slab's copy from the GPU)."""
-    array = _cupy().ascontiguousarray(array)
+    array = _cupy().ascontiguousarray(array).reshape(array.shape)  # (which makes a 0-d array 1-d)
     out = np.empty(array.shape, array.dtype)
     pending = []
-    for turn, (lo, hi) in enumerate(_slabs(array.shape, array.itemsize)):
-        part, target = (array, out) if lo is None else (array[lo:hi], out[lo:hi])
-        if part.nbytes > STAGE_BYTES:
-            target[...] = part.get(stream=lane.stream)
-            continue
+    for turn, index in enumerate(_slabs(array.shape, array.itemsize)):
+        part, target = array[index], out[index]
         if len(pending) == 2:
             _unstage(*pending.pop(0))
         staged = _staged(lane.buffer(turn % 2), target)
-        part.get(stream=lane.stream, out=staged)
+        part.get(stream=lane.stream, out=staged, blocking=False)
         lane.copied(turn % 2)
         pending.append((lane, turn % 2, staged, target))
     for item in pending:
@@ -239,12 +244,17 @@ def to_device(array, lane):
         return array
     if source is None:
         return upload(array, lane)
-    if not array.flags.c_contiguous:
-        # Made contiguous on its own GPU (its producer's task has ended, so
-        # it is complete on any stream), then copied in one piece.
-        with cupy.cuda.Device(source):
-            array = cupy.ascontiguousarray(array)
-            cupy.cuda.get_current_stream().synchronize()
+    with cupy.cuda.Device(source):
+        # Made contiguous on its own GPU, on that GPU's legacy default
+        # stream, which waits for the work of every blocking stream there
+        # (gpufilt's lanes, and whatever produced the chunk); the copy then
+        # waits for that.
+        null = cupy.cuda.Stream.null
+        with null:
+            array = cupy.ascontiguousarray(array).reshape(array.shape)
+        ready = cupy.cuda.Event(block=True, disable_timing=True)
+        ready.record(null)
+    lane.stream.wait_event(ready)
     lane.keep.append(array)
     moved = cupy.empty(array.shape, array.dtype)
     moved.data.copy_from_device_async(array.data, array.nbytes, lane.stream)

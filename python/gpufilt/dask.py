@@ -468,7 +468,7 @@ class _Block:
     def __call__(self, *gathered):
         if self.gpu is not None:
             return self._through_gpu(gathered)
-        gpu = _gpus.device_of(_leaf(gathered[0], self.home))
+        gpu = _home_device(gathered[0], self.home)
         if gpu is None:
             return self._filter([self._gather(g) for g in gathered])
         with _gpus.lease(gpu) as lane:
@@ -485,7 +485,9 @@ class _Block:
     def _gather(self, nested, move=None):
         """The gathered chunks cut to their pieces (each moved by `move`
         where given) and joined."""
-        return _cut_and_join(nested, self.pieces, move) if self.pieces else nested
+        if self.pieces:
+            return _cut_and_join(nested, self.pieces, move)
+        return nested if move is None else move(nested)  # a 0-d block
 
     def _filter(self, arrays):
         block, aligned = arrays[0], arrays[1:]
@@ -495,10 +497,16 @@ class _Block:
         return block[self.own] if self.own else block  # a 0-d block stays an array
 
 
-def _leaf(nested, index):
-    for i in index:
+def _home_device(nested, home):
+    """The GPU of a task's own chunk among the gathered ones; None on the host."""
+    for i in home:
         nested = nested[i]
-    return _first_leaf(nested)
+    return _gpus.device_of(_first_leaf(nested))
+
+
+def _empty_block(meta, shape):
+    """The result of a chunk of length 0: an empty array of the run's library and dtype."""
+    return _library(meta).empty(shape, meta.dtype)
 
 
 def _ranges(n, first, stop, before, after, wrap):
@@ -567,6 +575,10 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
     on = _gpus.placement(len(indices), gpus) if gpus else [None] * len(indices)
     layer = {}
     for index, gpu in zip(indices, on):
+        shape = tuple(x.chunks[ax][i] for ax, i in enumerate(index))
+        if 0 in shape:  # a chunk of length 0: nothing to filter
+            layer[(name, *index)] = (_empty_block, meta, shape)
+            continue
         pieces, own, home = [], [], []
         for ax, i in enumerate(index):
             axis_pieces, offset = _pieces(starts[ax], starts[ax][i], starts[ax][i + 1], *reach[ax], wrap[ax])
@@ -594,7 +606,11 @@ def _fourier_block(block, step, block_info=None):
     a = step.kwargs
     work = importlib.import_module("gpufilt._fourier").BLOCKWISE[step.function.__name__]
     parameter = next(v for k, v in a.items() if k not in ("n", "axis", "output"))
-    return work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
+    gpu = _gpus.device_of(block)
+    if gpu is None:
+        return work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
+    with _gpus.lease(gpu):  # on the GPU that holds the block (chunks spread over GPUs: to_gpus)
+        return work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
 
 
 def _joins(run, step):
@@ -638,11 +654,11 @@ def _meta(library, ndim, dtype, steps, aligned_dtypes=()):
 
 
 def _apply_steps(x, steps, aligned, gpus=None):
+    aligned = list(aligned)
+    if gpus is not None:
+        gpus = _gpus_for(x, steps, aligned, gpus)
     if not steps:
         return x
-    if gpus is not None:
-        gpus = _gpus_for(x, steps, gpus)
-    aligned = list(aligned)
     metas = _meta(_library(x._meta), x.ndim, x.dtype, steps, [a.dtype for a in aligned])
     if x.size == 0:
         return x.map_blocks(lambda b: b.astype(metas[-1].dtype), meta=metas[-1])
@@ -661,11 +677,12 @@ def _apply_steps(x, steps, aligned, gpus=None):
     return x
 
 
-def _gpus_for(x, steps, gpus):
-    """gpus= checked against the chain: host chunks, filters with halos."""
-    if _library(x._meta) is not np:
-        raise ValueError("gpus= streams host chunks through GPUs; cupy chunks run on the GPU that holds them "
-                         "(gpufilt.dask.to_gpus spreads chunks over GPUs)")
+def _gpus_for(x, steps, aligned, gpus):
+    """gpus= checked against the chain: host chunks (masks too), filters
+    with halos."""
+    if any(_library(a._meta) is not np for a in (x, *aligned)):
+        raise ValueError("gpus= streams host chunks (and masks) through GPUs; cupy chunks run on the GPU that "
+                         "holds them (gpufilt.dask.to_gpus spreads chunks over GPUs)")
     if any(s.fourier or s.reach is None for s in steps):
         raise ValueError("gpus= runs filters that read their neighbours: not Fourier filters or whole-array "
                          "operations (binary_fill_holes, binary_propagation, iterations < 1)")
