@@ -89,6 +89,11 @@ def test_cli_gpus_needs_the_gpu_device(tmp_path):
                            "--gpus", "all"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--gpus is for --device gpu" in done.stderr
     assert not os.path.exists(tmp_path / "b.npy")
+    done = subprocess.run([sys.executable, "-m", "gpufilt", "filter", "a.npy", "b.npy", "fourier_gaussian:sigma=1",
+                           "--device", "gpu", "--gpus", "0"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "--gpus: " in done.stderr and "Fourier" in done.stderr, done.stderr
+    assert not os.path.exists(tmp_path / "b.npy")
 
 
 # ------------------------------------------------------------ one GPU

@@ -231,7 +231,12 @@ def run(args):
                 x = da.from_array(source, chunks=chunks or source_zarr.chunks)
                 if args.device == "gpu" and gpus is None:  # the current GPU, any filter
                     x = x.map_blocks(importlib.import_module("cupy").asarray)
-                result = gdask.chain(x, steps, gpus=gpus)
+                try:
+                    result = gdask.chain(x, steps, gpus=gpus)
+                except ValueError as error:
+                    if gpus is None:
+                        raise
+                    raise CliError(f"--gpus: {error}") from None
                 if args.device == "gpu" and gpus is None:
                     result = result.map_blocks(lambda b: b.get(), meta=np.empty((0,) * x.ndim, result.dtype))
                 dtype = result.dtype
