@@ -4,7 +4,7 @@
 # the GPU, sweep, ops and CPU benchmarks. Logs, JSON and the charts go to $OUT
 # (default /tmp/gpufilt-out).
 #
-#   bash benchmarks/gpu_session.sh [build] [wheel] [tests] [peers] [gpu] [sweep] [ops] [cpu]
+#   bash benchmarks/gpu_session.sh [build] [wheel] [tests] [peers] [gpu] [sweep] [multigpu] [ops] [cpu]
 #                                  (default: build tests gpu ops cpu)
 #
 #   build  pip install . for one architecture (ARCH, default 90)
@@ -17,6 +17,8 @@
 #          (CUPYX_TESTS: CuPy's ndimage_tests/test_filters.py from its sdist,
 #          default .whl/cupy-tests/test_filters.py; tests/cupyx_suite_plugin.py)
 #   sweep  benchmarks/bench_sweep.py (SWEEP_ARGS, e.g. --quick)
+#   multigpu  benchmarks/bench_multigpu.py on every GPU (MULTIGPU_ARGS; the
+#          dask wheels from .whl/dask)
 #
 # Environment: ARCH (CUDA architecture, default 90), TESTS_TIMEOUT,
 # GPU_TIMEOUT, OPS_TIMEOUT, CPU_TIMEOUT (seconds per step), GPU_CASES and
@@ -100,6 +102,14 @@ if want sweep; then
   say "parameter sweep against cupyx"
   timeout "${SWEEP_TIMEOUT:-480}" $python "$root/benchmarks/bench_sweep.py" ${SWEEP_ARGS:-} \
       --json "$out/sweep.json" --png "$out/sweep.png" 2>&1 | tee "$out/sweep.log" | tail -n 45
+fi
+
+if want multigpu; then
+  say "several GPUs (dask-image, dask and zarr wheels: .whl/dask, installed into /tmp/gpufilt-dask)"
+  python3 -m pip install -q --no-index --no-deps --target /tmp/gpufilt-dask "$root"/.whl/dask/*.whl > /dev/null 2>&1
+  PYTHONPATH="/tmp/gpufilt-dask${PYTHONPATH:+:$PYTHONPATH}" timeout "${MULTIGPU_TIMEOUT:-420}" \
+      $python "$root/benchmarks/bench_multigpu.py" ${MULTIGPU_ARGS:---host-repeats 0} --json "$out/multigpu.json" \
+      2>&1 | tee "$out/multigpu.log" | tail -n 40
 fi
 
 if want ops; then
