@@ -33,8 +33,8 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -154,26 +154,9 @@ def host_volume(shape):
     def fill(start):
         stop = min(shape[0], start + tile.shape[0])
         np.copyto(volume[start:stop], tile[:stop - start])
-    _threads(fill, starts)
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(fill, starts))
     return volume
-
-
-def _threads(function, items, workers=32):
-    items = list(items)
-    lock = threading.Lock()
-
-    def worker():
-        while True:
-            with lock:
-                if not items:
-                    return
-                item = items.pop()
-            function(item)
-    pool = [threading.Thread(target=worker) for _ in range(workers)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
 
 
 def copy_floor_s(nbytes, gpus, chunk=1 << 30, rounds=4):
@@ -196,11 +179,8 @@ def copy_floor_s(nbytes, gpus, chunk=1 << 30, rounds=4):
                 up.synchronize()
                 down.synchronize()
             rates[gpu] = rounds * chunk / (time.perf_counter() - start)  # bytes/s each way
-    threads = [threading.Thread(target=per_gpu, args=(g,)) for g in gpus]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(len(gpus)) as pool:
+        list(pool.map(per_gpu, gpus))
     return nbytes / sum(rates.values())
 
 

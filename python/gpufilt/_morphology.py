@@ -117,10 +117,10 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         _args.check_origin(o, n)
         centre = n // 2 + o
         widths[ax] = (centre, n - 1 - centre)
+    taps = list(zip(*np.nonzero(mask)))
+    if not taps:
+        raise ValueError("All-zero footprint is not supported.")
     if xp is np and x.ndim and x.dtype != np.float16:
-        taps = list(zip(*np.nonzero(mask)))
-        if not taps:
-            raise ValueError("All-zero footprint is not supported.")
         signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
         arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion)
         result = _nonflat_on_cpu(*arguments) if threads is None else \
@@ -133,7 +133,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         kwargs["constant_values"] = float(_c_cast(np.array(float(cval)), x.dtype, np))
     padded = xp.pad(values, widths, mode=pad_mode, **kwargs)
     result = None
-    for tap in zip(*np.nonzero(mask)):
+    for tap in taps:
         index = [slice(None)] * x.ndim
         for ax, j in zip(axes, tap):
             index[ax] = slice(int(j), int(j) + x.shape[ax])
@@ -144,8 +144,6 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
             continue
         term = _c_cast(shifted + float(_c_cast(np.array(height), x.dtype, np)), x.dtype, xp)
         result = xp.where(term < result if erosion else term > result, term, result)
-    if result is None:
-        raise ValueError("All-zero footprint is not supported.")
     return _store(result, input, output, xp)
 
 
