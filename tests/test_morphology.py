@@ -117,6 +117,22 @@ def test_nonflat_morphology_whole_range_layouts_and_threads(name, dtype, rng):
          outcome(getattr(snd, name), line, structure=heights[0, 0]))
 
 
+@pytest.mark.parametrize("name", GREY)
+def test_nonflat_edge_inputs_as_scipy(name):
+    """0-d and empty inputs give scipy's results; a complex output raises
+    scipy's RuntimeError before anything is written."""
+    for image, heights in [(np.array(3.0), np.array(1.0)), (np.array(3, np.int8), np.array(2.5)),
+                           (np.zeros((0, 5)), np.ones((2, 2))), (np.zeros((4, 0), np.uint8), np.ones((2, 3)))]:
+        for mode in ("reflect", "constant"):
+            same(outcome(getattr(gnd, name), image, structure=heights, mode=mode),
+                 outcome(getattr(snd, name), image, structure=heights, mode=mode))
+    image = np.arange(12.0).reshape(3, 4)
+    out = np.full((3, 4), 7 + 1j, np.complex64)
+    same(outcome(getattr(gnd, name), image, structure=np.ones((2, 2)), output=out),
+         outcome(getattr(snd, name), image, structure=np.ones((2, 2)), output=out.copy()))
+    assert (out == 7 + 1j).all()
+
+
 BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
 
 

@@ -97,6 +97,8 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     if x.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     _check_output_array(output)
+    if output is not None and np.dtype(output if _is_dtype(output) else output.dtype).kind == "c":
+        raise RuntimeError("array type not supported")  # scipy's C code, for a complex output
     heights = np.asarray(_dispatch.on_host(structure, "structure"), dtype=np.float64)
     mask = np.ones(heights.shape, bool) if footprint is None else \
         np.asarray(_dispatch.on_host(footprint, "footprint"), dtype=bool)
@@ -109,17 +111,20 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     modes = _args.normalize_sequence(mode, len(axes), "mode")
     if len(set(modes)) > 1:
         raise ArgumentError("A sequence of modes is not supported for non-separable footprints")
-    pad_mode = _PAD_MODES.get(modes[0])
+    mode = modes[0] if modes else mode if isinstance(mode, str) else "reflect"  # (0-d: no axis, no mode)
+    pad_mode = _PAD_MODES.get(mode)
     if pad_mode is None:
-        _args.mode_code(modes[0])  # its error
+        _args.mode_code(mode)  # its error
     widths = [(0, 0)] * x.ndim
     for ax, n, o in zip(axes, mask.shape, origins):
         _args.check_origin(o, n)
         centre = n // 2 + o
         widths[ax] = (centre, n - 1 - centre)
-    taps = list(zip(*np.nonzero(mask)))
+    taps = [tuple(int(j) for j in tap) for tap in np.argwhere(mask)]  # in C order; () for a 0-d one
     if not taps:
         raise ValueError("All-zero footprint is not supported.")
+    if x.size == 0:
+        return _store(xp.zeros(x.shape, np.float64), input, output, xp)
     if xp is np and x.ndim and x.dtype != np.float16:
         signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
         arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion)
@@ -131,13 +136,13 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     kwargs = {}
     if pad_mode == "constant":
         kwargs["constant_values"] = float(_c_cast(np.array(float(cval)), x.dtype, np))
-    padded = xp.pad(values, widths, mode=pad_mode, **kwargs)
+    padded = xp.pad(values, widths, mode=pad_mode, **kwargs) if x.ndim else values
     result = None
     for tap in taps:
         index = [slice(None)] * x.ndim
         for ax, j in zip(axes, tap):
             index[ax] = slice(int(j), int(j) + x.shape[ax])
-        shifted = padded[tuple(index)]
+        shifted = padded[(..., *index)]  # (an array, 0-d too)
         height = -heights[tap] if erosion else heights[tap]
         if result is None:  # the first term in double
             result = shifted + height
@@ -188,7 +193,7 @@ def _store(result, input, output, xp):
         raise ArgumentError("output shape not correct")
     dtype = np.dtype(output.dtype if output is not None and not _is_dtype(output)
                      else output if output is not None else xp.asarray(input).dtype)
-    converted = _c_convert(result, dtype, xp)
+    converted = _c_convert(xp.asarray(result), dtype, xp)  # (a 0-d result of numpy arithmetic is a scalar)
     converted = converted.view(np.bool_) if dtype == np.bool_ else converted
     if output is None or _is_dtype(output):
         return converted
