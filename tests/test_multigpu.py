@@ -2,6 +2,7 @@
 filter_zarr(gpus=), `gpufilt filter --gpus`): the results equal the
 single-GPU in-memory results. Tests that need two GPUs skip on fewer; the
 placement and the refusals run everywhere."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -94,6 +95,12 @@ def test_cli_gpus_needs_the_gpu_device(tmp_path):
                           timeout=120)
     assert done.returncode == 2 and "--gpus: " in done.stderr and "Fourier" in done.stderr, done.stderr
     assert not os.path.exists(tmp_path / "b.npy")
+    if importlib.util.find_spec("cupy") is None:  # one line, not a traceback
+        done = subprocess.run([sys.executable, "-m", "gpufilt", "filter", "a.npy", "b.npy", "gaussian_filter:sigma=1",
+                               "--device", "gpu", "--gpus", "all"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and "ImportError: gpus= needs CuPy" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and not os.path.exists(tmp_path / "b.npy")
 
 
 # ------------------------------------------------------------ one GPU

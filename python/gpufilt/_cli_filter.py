@@ -274,6 +274,7 @@ def main(args):
     except CliError as error:
         print(f"gpufilt filter: error: {error}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, RuntimeError, MemoryError) as error:  # the filters' own argument errors
+    # The filters' own argument errors, and ImportError (--device gpu without CuPy).
+    except (ValueError, TypeError, RuntimeError, MemoryError, ImportError) as error:
         print(f"gpufilt filter: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
