@@ -307,7 +307,13 @@ def test_embed_example_host(tmp_path):
 
 
 def _device_wrap(x, **kw):
-    """An ExternalArray over cupy array `x`'s device memory."""
+    """An ExternalArray over cupy array `x`'s device memory. Without a
+    stream= the wrapper says the data is ready (from_pointer's contract), so
+    the stream that wrote it is synchronised first: under compute-sanitizer
+    racecheck, jax read cupy.arange's memory before the kernel had run."""
+    if "stream" not in kw:
+        cupy = pytest.importorskip("cupy")
+        cupy.cuda.get_current_stream().synchronize()
     return gpufilt.from_pointer(x.data.ptr, x.shape, x.dtype, strides=x.strides,
                                 device=f"cuda:{x.device.id}", owner=x, **kw)
 
