@@ -51,9 +51,10 @@ if [ "$flavour" = cpu ]; then
 else
   export GPUFILT_CUDA=ON
   # Every architecture CUDA 13 supports as machine code (sm_80's covers 8.7,
-  # sm_100's 10.3 and sm_120's 12.1), and PTX for later GPUs: compiled, as
-  # every list of plain numbers, from one PTX a feature level (compute_75 for
-  # sm_75, compute_80 for the rest: CMakeLists.txt, gpufilt_cuda_generate_code).
+  # sm_100's 10.3 and sm_120's 12.1), and PTX for later GPUs; compiled from
+  # one PTX a feature level (CMakeLists.txt, gpufilt_cuda_generate_code):
+  # compute_75 for sm_75, compute_80 for sm_80 to sm_90, compute_100 for
+  # sm_100 and sm_120 (and the PTX it carries).
   export CUDAARCHS=${CUDAARCHS:-75-real;80-real;86-real;89-real;90-real;100-real;120}
   sed -i 's/^name = "gpufilt"$/name = "gpufilt-cuda13x"/' "$src/pyproject.toml"
   grep -q '^name = "gpufilt-cuda13x"$' "$src/pyproject.toml" || { echo "pyproject.toml: name not set" >&2; exit 1; }
