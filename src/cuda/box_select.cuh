@@ -14,7 +14,7 @@ namespace gpufilt::cuda {
 #ifdef __CUDACC__
 // 1 and -1 where the compiler cannot see them: a product with them stays an
 // integer multiply-add (the FMA pipe's) instead of becoming an add (the ALU's).
-__constant__ uint32_t kUnit = 1, kMinusUnit = ~0u;
+static __constant__ uint32_t kUnit = 1, kMinusUnit = ~0u;  // static: each unit its own
 #endif
 
 // The larger of 32-bit keys a and b given the smaller, lo: a + b - lo,
