@@ -74,6 +74,23 @@ def test_placement_is_contiguous_and_balanced(count, gpus):
         assert max(counts) - min(counts) <= 1
 
 
+def test_finished_marks_a_result_and_its_views_not_its_inputs():
+    """to_device's rule for whether a copy from another GPU waits for that
+    GPU's other work (numpy stand-ins: views and weak references alike)."""
+    import gc
+    chunk = np.arange(24.0).reshape(4, 6)
+    result = chunk * 2
+    assert _gpus.finished(result[1:], inputs=(chunk,)) is not None
+    assert _gpus._is_finished(result) and _gpus._is_finished(result[:, 2:][1:])
+    assert not _gpus._is_finished(chunk) and not _gpus._is_finished(result.copy())
+    _gpus.finished(chunk[1:3], inputs=(chunk,))  # a view of an input: its producer is not known
+    assert not _gpus._is_finished(chunk)
+    marked = len(_gpus._finished)
+    del result
+    gc.collect()
+    assert len(_gpus._finished) == marked - 1, "a dead array is forgotten"
+
+
 def test_gpus_refusals_before_any_gpu_is_needed():
     x = da.from_array(VOLUME, chunks=8)
     with pytest.raises(ValueError, match="Fourier|whole-array"):
@@ -226,6 +243,27 @@ def test_repeated_runs_agree():
     before its producer has finished it."""
     volume = rng.standard_normal((64, 48, 40)).astype(np.float32)
     x = spread(volume, (4, 24, 40))
+    expected = ndimage.gaussian_filter(ndimage.median_filter(volume, 3), 2.0)
+    for _ in range(3):
+        assert_same(on_host(ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0)), expected)
+
+
+@pytest.mark.cuda
+@TWO_GPUS
+def test_halos_of_chunks_that_work_outside_gpufilt_put_on_several_gpus():
+    """Chunks copied to several GPUs by map_blocks (on each GPU's default
+    stream, asynchronously) are complete before another GPU copies a halo
+    of them; the second filter's halos (gpufilt's results) take the copies
+    that wait for nothing, contiguous slabs and strided corners alike."""
+    cp = _gpus._cupy()
+    count = gpu_count()
+    volume = rng.standard_normal((64, 96, 80)).astype(np.float32)
+
+    def place(block, block_id=None):
+        with cp.cuda.Device(block_id[0] % count):
+            return cp.asarray(block)
+
+    x = da.from_array(volume, chunks=(16, 48, 80)).map_blocks(place, meta=cp.empty((0, 0, 0), np.float32))
     expected = ndimage.gaussian_filter(ndimage.median_filter(volume, 3), 2.0)
     for _ in range(3):
         assert_same(on_host(ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0)), expected)

@@ -29,6 +29,7 @@ import importlib
 import numbers
 import queue
 import threading
+import weakref
 
 import numpy as np
 
@@ -234,27 +235,88 @@ def _unstage(lane, turn, staged, target):
     np.copyto(target, staged)
 
 
+def finished(array, inputs=()):
+    """`array`, made by a task that ran under lease (so complete), marked as
+    such: a later copy of it or of a view of it to another GPU need not wait
+    for the work of the GPU that holds it (to_device). An array that views
+    one of the task's `inputs` (whose producers are not known) is not
+    marked. Returns `array`."""
+    root = _root(array)
+    if any(_root(x) is root for x in inputs):
+        return array
+    key = id(root)
+
+    def forget(ref, key=key):
+        if _finished.get(key) is ref:
+            del _finished[key]
+
+    _finished[key] = weakref.ref(root, forget)
+    return array
+
+
+# id -> weak reference of the arrays `finished` marked (an id is reused only
+# after its array died, and then the new array is not in here).
+_finished = {}
+
+
+def _root(array):
+    """The array that owns the memory `array` views."""
+    while array.base is not None:
+        array = array.base
+    return array
+
+
+def _is_finished(array):
+    """Whether `array` views an array `finished` marked."""
+    root = _root(array)
+    ref = _finished.get(id(root))
+    return ref is not None and ref() is root
+
+
+def _side_stream(device):
+    """A blocking stream of `device` for gathering the halos other GPUs
+    read: ordered after work on the legacy default stream, not after the
+    lanes' queued tasks."""
+    with _side_lock:
+        if device not in _side_streams:
+            cupy = _cupy()
+            with cupy.cuda.Device(device):
+                _side_streams[device] = cupy.cuda.Stream(non_blocking=False)
+        return _side_streams[device]
+
+
+_side_streams = {}
+_side_lock = threading.Lock()
+
+
 def to_device(array, lane):
     """`array` (host, or a cupy array on any GPU) on the lane's GPU: host
     data through its pinned buffers, another GPU's data GPU to GPU. Sources
-    stay in lane.keep until the stream has copied them."""
+    stay in lane.keep until the stream has copied them.
+
+    A copy from another GPU waits only for what may still be writing the
+    array there: nothing for the results of gpufilt's tasks (finished); for
+    other arrays, the work queued on that GPU's legacy default stream, where
+    work outside gpufilt's tasks runs (map_blocks(cupy.asarray), dask's own
+    operations), and which waits in turn for every blocking stream there,
+    gpufilt's lanes included. Waiting for those always (one GPU's queued
+    tasks holding up another's halos) cost the scaling of a 16 GiB median
+    on 2 H200s: 1.71x -> 1.12x."""
     cupy = _cupy()
     source = device_of(array)
     if source == lane.device:
         return array
     if source is None:
         return upload(array, lane)
-    with cupy.cuda.Device(source):
-        # Made contiguous on its own GPU, on that GPU's legacy default
-        # stream, which waits for the work of every blocking stream there
-        # (gpufilt's lanes, and whatever produced the chunk); the copy then
-        # waits for that.
-        null = cupy.cuda.Stream.null
-        with null:
-            array = cupy.ascontiguousarray(array).reshape(array.shape)
-        ready = cupy.cuda.Event(block=True, disable_timing=True)
-        ready.record(null)
-    lane.stream.wait_event(ready)
+    known = _is_finished(array)
+    if not known or not array.flags.c_contiguous:
+        with cupy.cuda.Device(source):
+            stream = _side_stream(source) if known else cupy.cuda.Stream.null
+            with stream:  # made contiguous on its own GPU, then copied in one piece
+                array = cupy.ascontiguousarray(array).reshape(array.shape)
+            ready = cupy.cuda.Event(block=True, disable_timing=True)
+            ready.record(stream)
+        lane.stream.wait_event(ready)
     lane.keep.append(array)
     moved = cupy.empty(array.shape, array.dtype)
     moved.data.copy_from_device_async(array.data, array.nbytes, lane.stream)

@@ -379,6 +379,12 @@ def _cut_and_join(nested, pieces, move=None):
     return _view_of_one_array(cut) if len(pieces) else cut
 
 
+def _leaves(nested):
+    if isinstance(nested, (list, tuple)):
+        return [leaf for item in nested for leaf in _leaves(item)]
+    return [nested]
+
+
 def _map_leaves(function, nested):
     if isinstance(nested, list):
         return [_map_leaves(function, item) for item in nested]
@@ -474,7 +480,8 @@ class _Block:
         with _gpus.lease(gpu) as lane:
             def move(piece):  # a halo from another GPU comes GPU to GPU
                 return _gpus.to_device(piece, lane)
-            return self._filter([self._gather(g, move) for g in gathered])
+            result = self._filter([self._gather(g, move) for g in gathered])
+        return _gpus.finished(result, inputs=_leaves(gathered))
 
     def _through_gpu(self, gathered):
         """Host chunks filtered on GPU self.gpu: to it and back through a
@@ -610,7 +617,8 @@ def _fourier_block(block, step, block_info=None):
     if gpu is None:
         return work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
     with _gpus.lease(gpu):  # on the GPU that holds the block (chunks spread over GPUs: to_gpus)
-        return work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
+        result = work(block, parameter, a["n"], a["axis"], a["output"], grid=(tuple(info["shape"]), starts))
+    return _gpus.finished(result, inputs=(block,))
 
 
 def _joins(run, step):
@@ -742,7 +750,8 @@ class _Placed:
     def __call__(self, block, block_id=None):
         gpu = self.on[int(np.ravel_multi_index(block_id, self.numblocks))] if block_id else self.on[0]
         with _gpus.lease(gpu) as lane:
-            return _gpus.to_device(block, lane)
+            placed = _gpus.to_device(block, lane)
+        return _gpus.finished(placed, inputs=(block,))
 
 
 def _aligned_arrays(x, function, args, kwargs):
