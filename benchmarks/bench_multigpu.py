@@ -85,10 +85,12 @@ def _random_block(shape, dtype, seed, gpu):
 
 
 def resident_volume(shape, chunks, gpus):
-    """A dask array of random cupy chunks made on their GPUs (to_gpus' placement)."""
+    """A dask array of random cupy chunks made on their GPUs, through
+    to_gpus (which keeps them where they are)."""
     import dask.array as da
     import cupy
     from gpufilt import _gpus
+    from gpufilt.dask import to_gpus
     chunks = da.core.normalize_chunks(chunks, shape)
     on = _gpus.placement(int(np.prod([len(c) for c in chunks])), gpus)
 
@@ -96,8 +98,8 @@ def resident_volume(shape, chunks, gpus):
         info = block_info[None]
         k = int(np.ravel_multi_index(info["chunk-location"], info["num-chunks"]))
         return _random_block(info["chunk-shape"], np.float32, k, on[k])
-    return da.map_blocks(make, chunks=chunks, dtype=np.float32,
-                         meta=cupy.empty((0,) * len(shape), np.float32)).persist()
+    made = da.map_blocks(make, chunks=chunks, dtype=np.float32, meta=cupy.empty((0,) * len(shape), np.float32))
+    return to_gpus(made, gpus).persist()
 
 
 def child_resident(args):

@@ -267,6 +267,9 @@ def test_halos_of_chunks_that_work_outside_gpufilt_put_on_several_gpus():
     expected = ndimage.gaussian_filter(ndimage.median_filter(volume, 3), 2.0)
     for _ in range(3):
         assert_same(on_host(ndimage.gaussian_filter(ndimage.median_filter(x, 3), 2.0)), expected)
+    placed = gdask.to_gpus(x).persist()  # kept or moved, and known complete
+    assert all(_gpus._is_finished(block.compute()) for block in placed.to_delayed().ravel())
+    assert_same(on_host(ndimage.gaussian_filter(ndimage.median_filter(placed, 3), 2.0)), expected)
 
 
 @pytest.mark.cuda

@@ -289,6 +289,16 @@ _side_streams = {}
 _side_lock = threading.Lock()
 
 
+def wait_for_default_stream(lane):
+    """Order the lane's stream after the work queued so far on its GPU's
+    legacy default stream (where work outside gpufilt's tasks runs)."""
+    cupy = _cupy()
+    with cupy.cuda.Device(lane.device):
+        ready = cupy.cuda.Event(block=True, disable_timing=True)
+        ready.record(cupy.cuda.Stream.null)
+    lane.stream.wait_event(ready)
+
+
 def to_device(array, lane):
     """`array` (host, or a cupy array on any GPU) on the lane's GPU: host
     data through its pinned buffers, another GPU's data GPU to GPU. Sources
