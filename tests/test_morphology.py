@@ -20,15 +20,16 @@ DTYPES = ["bool", "uint8", "int8", "uint16", "int16", "int32", "uint32", "int64"
 MODES = ["reflect", "constant", "nearest", "mirror", "wrap"]
 
 
-def same(ours, theirs):
-    """Bit for bit, bools by their bytes; or the same exception type."""
+def same(ours, theirs, case=""):
+    """Bit for bit, bools by their bytes; or the same exception type.
+    `case` names the random case in a failure's message."""
     if isinstance(theirs, Exception):
-        assert isinstance(ours, type(theirs)), (ours, theirs)
+        assert isinstance(ours, type(theirs)), (ours, theirs, case)
         return
-    assert not isinstance(ours, Exception), ours
-    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    assert not isinstance(ours, Exception), (ours, case)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, case
     view = (lambda a: a.view(np.uint8)) if theirs.dtype == bool else (lambda a: a)
-    np.testing.assert_array_equal(view(ours), view(theirs))
+    np.testing.assert_array_equal(view(ours), view(theirs), err_msg=str(case))
 
 
 def outcome(func, *args, **kwargs):
@@ -203,6 +204,17 @@ def _repeated_steps(name, image, **kwargs):
         values = step
 
 
+def _steps(name, image, iterations, **kwargs):
+    """scipy's single step repeated `iterations` times: the oracle where
+    scipy's own repetition differs from it (an element that does not hold
+    its centre, with origins: the same scipy issues; its C code then also
+    wrote past its buffers here, and glibc aborted the process)."""
+    values = np.asarray(image, dtype=bool)
+    for _ in range(iterations):
+        values = getattr(snd, name)(values, iterations=1, **kwargs)
+    return values
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_repeating_until_nothing_changes_matches_scipy(seed):
     # iterations < 1, binary_propagation and binary_fill_holes: on the CPU one
@@ -371,3 +383,208 @@ def test_morphology_takes_lists_as_scipy_does():
 def test_a_huge_iteration_count_ends_once_nothing_changes(rng):
     image = rng.random((30, 31)) < 0.6
     same(gnd.binary_erosion(image, iterations=10**12), snd.binary_erosion(image, iterations=0))
+
+
+def _random_binary_case(rng, repeat_until_stable):
+    """A random image (dtype and layout), structuring element, origin, mask
+    and border value for binary_erosion/dilation; with a centre in the
+    element when the steps repeat until nothing changes (else they may not
+    end)."""
+    ndim = int(rng.integers(1, 5))
+    shape = tuple(int(n) for n in rng.integers(1, 12 if ndim < 4 else 6, ndim))
+    dtype = rng.choice(["bool", "uint8", "int8", "int16", "float32"])
+    image = (rng.integers(0, 4, shape) * (rng.random(shape) < rng.uniform(0.2, 0.9))).astype(dtype)
+    layout = rng.integers(0, 3)
+    if layout == 1 and ndim > 1:
+        image = np.asfortranarray(image)
+    structure = rng.random(tuple(int(n) for n in rng.integers(1, 5, ndim))) < 0.5
+    origin = [int(rng.integers(-(n // 2), (n - 1) // 2 + 1)) for n in structure.shape]
+    if repeat_until_stable or not structure.any():
+        structure[tuple(n // 2 + o for n, o in zip(structure.shape, origin))] = True
+    mask = None if rng.random() < 0.4 else (rng.random(shape) < 0.7).astype(rng.choice(["bool", "uint8", "int32"]))
+    kwargs = dict(structure=structure, mask=mask, border_value=int(rng.integers(0, 2)), origin=origin)
+    return image, layout, kwargs
+
+
+def _on_cupy(cupy, array, layout=0):
+    """`array` copied to the GPU, as a strided view when layout is 2."""
+    if array is None or not isinstance(array, np.ndarray):
+        return array
+    if layout != 2:
+        return cupy.asarray(array, order="F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C")
+    padded = cupy.zeros(tuple(2 * n for n in array.shape), array.dtype)
+    view = padded[tuple(slice(None, None, 2) for _ in array.shape)]
+    view[...] = cupy.asarray(array)
+    return view
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("seed", range(6))
+def test_binary_steps_on_cupy_arrays_match_scipy(seed):
+    """The GPU's step kernel (one launch a step, a device counter that ends
+    repeated steps) against scipy: ranks 1-4, one-byte and wider dtypes,
+    C, Fortran and strided inputs, random elements and origins, masks of
+    several dtypes, border values, 1-5 steps and steps until nothing
+    changes (scipy's single step repeated: _steps and _repeated_steps)."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        iterations = int(rng.choice([1, 2, 3, 5, 0]))
+        image, layout, kwargs = _random_binary_case(rng, iterations < 1)
+        gpu_kwargs = {k: _on_cupy(cupy, v) for k, v in kwargs.items()}
+        for name in ("binary_erosion", "binary_dilation"):
+            ours = getattr(gnd, name)(_on_cupy(cupy, image, layout), iterations=iterations, **gpu_kwargs)
+            assert isinstance(ours, cupy.ndarray)
+            theirs = _repeated_steps(name, image, **kwargs) if iterations < 1 else \
+                _steps(name, image, iterations, **kwargs)
+            same(ours.get(), theirs, (name, image.dtype, image.shape, layout, iterations, kwargs))
+        if kwargs["mask"] is not None and iterations < 1:
+            ours = gnd.binary_propagation(_on_cupy(cupy, image, layout), kwargs["structure"],
+                                          gpu_kwargs["mask"], origin=kwargs["origin"])
+            same(ours.get(), _repeated_steps("binary_dilation", image, structure=kwargs["structure"],
+                                             mask=kwargs["mask"], origin=kwargs["origin"]))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("case", ["1089 taps", "5 axes", "taps 150 away"])
+def test_binary_elements_beyond_the_step_kernel_take_the_filters(case, rng):
+    """Elements the step kernel's parameters cannot hold (over 1024 taps,
+    over 4 axes, offsets over 127) give scipy's results all the same."""
+    cupy = pytest.importorskip("cupy")
+    if case == "1089 taps":
+        image, structure = rng.random((70, 71)) < 0.9, np.ones((33, 33), bool)
+    elif case == "5 axes":
+        image, structure = rng.random((4, 5, 4, 3, 5)) < 0.7, snd.generate_binary_structure(5, 1)
+    else:
+        image, structure = rng.random(400) < 0.1, np.zeros(301, bool)
+        structure[[0, 150, 300]] = True
+    for name in ("binary_erosion", "binary_dilation"):
+        for iterations in (1, 2):
+            same(getattr(gnd, name)(cupy.asarray(image), structure, iterations=iterations).get(),
+                 getattr(snd, name)(image, structure, iterations=iterations))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_steps_until_nothing_changes_over_many_batches(rng):
+    """A spread of thousands of steps (a snake-shaped corridor, one element
+    a step): batches of 8, 16, ... 256 steps until the counter says the
+    last changed nothing; also a given count that stops early and one that
+    ends mid-way."""
+    cupy = pytest.importorskip("cupy")
+    corridor = np.zeros((41, 101), bool)
+    corridor[::2, :] = True  # rows joined at alternate ends: about 2,500 steps end to end
+    corridor[1::4, -1] = True
+    corridor[3::4, 0] = True
+    marker = np.zeros_like(corridor)
+    marker[0, 0] = True
+    same(gnd.binary_propagation(cupy.asarray(marker), mask=cupy.asarray(corridor)).get(),
+         snd.binary_propagation(marker, mask=corridor))
+    for iterations in (300, 1000, 5000):
+        kwargs = dict(mask=corridor, iterations=iterations)
+        same(gnd.binary_dilation(cupy.asarray(marker), mask=cupy.asarray(corridor), iterations=iterations).get(),
+             snd.binary_dilation(marker, **kwargs))
+    image = rng.random((50, 60)) < 0.8
+    same(gnd.binary_erosion(cupy.asarray(image), iterations=10**12).get(), snd.binary_erosion(image, iterations=0))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_binary_steps_binding_refuses_what_it_cannot_run():
+    """_cuda.binary_steps, called directly: a ValueError naming the argument
+    for wrong dtypes, layouts, shapes, overlaps and taps; nothing written."""
+    cupy = pytest.importorskip("cupy")
+    from gpufilt import _dispatch
+    cuda = _dispatch.cuda_module()
+    image = cupy.ones((8, 9), bool)
+    first, second, counter = cupy.zeros((8, 9), bool), cupy.zeros((8, 9), bool), cupy.zeros(1, np.int64)
+    stream = cupy.cuda.get_current_stream().ptr
+    taps = [0, 0, 0, 1]
+
+    def run(source=image, a=first, b=second, keep=None, offsets=taps, count=2, last=counter):
+        cuda.binary_steps(source, a, b, keep, offsets, False, False, 1, count, last, stream)
+
+    for kwargs, match in [({"source": image.astype(np.int16)}, "source must be a C-contiguous"),
+                          ({"source": cupy.ones((9, 8), bool).T}, "source must be a C-contiguous"),
+                          ({"a": cupy.zeros((8, 10), bool)[:, :9]}, "first must be a C-contiguous"),
+                          ({"b": cupy.zeros((8, 9), np.int32)}, "second must be a C-contiguous"),
+                          ({"keep": cupy.ones((8, 8), bool)}, "changeable must be a C-contiguous"),
+                          ({"last": cupy.zeros(1, np.int32)}, "last_change must be an int64"),
+                          ({"a": image}, "first must share memory with neither"),
+                          ({"b": first}, "first must share memory with neither"),
+                          ({"b": None}, "second may be None for one step only"),
+                          ({"offsets": [0, 0, 1]}, "taps of 2 offsets each"),
+                          ({"offsets": [0, 200]}, "at most 127 elements away"),
+                          ({"offsets": [0, 0] * 1025}, "1 to 1024 taps")]:
+        with pytest.raises(ValueError, match=match):
+            run(**kwargs)
+    cupy.cuda.get_current_stream().synchronize()
+    assert not first.any() and not second.any() and int(counter[0]) == 0
+    run(count=1, b=None)
+    same(first.get(), snd.binary_erosion(np.ones((8, 9), bool), np.array([[0, 1, 1]], bool), border_value=0))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("dtype", [*DTYPES, "uint64"])
+@pytest.mark.parametrize("name", ["grey_erosion", "grey_dilation"])
+def test_nonflat_morphology_on_cupy_arrays_whole_range_and_layouts(name, dtype, rng):
+    """The non-flat CUDA pass (over 1024 taps: cupy's passes):
+    wrapping integer sums, NaN, large and fractional heights, every mode,
+    3-d with axes, strided and Fortran-order inputs, an output array of
+    another dtype; bit for bit with scipy."""
+    cupy = pytest.importorskip("cupy")
+    volume = full_range_image(rng, (9, 8, 11), dtype)
+    heights = rng.integers(-300, 300, (3, 2, 4)).astype(float) + rng.choice([0.0, 0.5, 0.25], (3, 2, 4))
+    footprint = rng.random((3, 2, 4)) < 0.7
+    footprint[0, 0, 0] = True
+    for mode in MODES:
+        for layout in range(3):
+            image = volume if layout == 0 else np.asfortranarray(volume) if layout == 1 else volume[::-1, :, ::2]
+            kwargs = dict(structure=heights, footprint=footprint, mode=mode, cval=-7.5, origin=(1, 0, -1))
+            data = cupy.asarray(volume)
+            data = data if layout == 0 else cupy.asfortranarray(data) if layout == 1 else data[::-1, :, ::2]
+            ours = outcome(getattr(gnd, name), data, **kwargs)
+            theirs = outcome(getattr(snd, name), image, **kwargs)
+            same(ours.get() if isinstance(ours, cupy.ndarray) else ours, theirs, (mode, layout))
+    kwargs = dict(structure=heights[:, 0], axes=(0, 2), mode="wrap")
+    same(getattr(gnd, name)(cupy.asarray(volume), **kwargs).get(), getattr(snd, name)(volume, **kwargs))
+    out = cupy.zeros(volume.shape, np.float64)
+    assert getattr(gnd, name)(cupy.asarray(volume), structure=heights, output=out) is out
+    same(out.get(), getattr(snd, name)(volume, structure=heights, output=np.float64))
+    if dtype == "float32":  # 35^2 = 1225 taps: beyond the kernel's parameters, cupy's passes
+        plane, big = volume[0].astype(np.float32), rng.random((35, 35))
+        same(getattr(gnd, name)(cupy.asarray(plane), structure=big).get(), getattr(snd, name)(plane, structure=big))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("shape", [(64, 80), (9, 40, 33), (3000,), (5, 6, 7, 8)])
+def test_union_find_propagation_matches_scipy(shape, rng):
+    """Steps until nothing changes by symmetric elements (the GPU's
+    union-find): binary_propagation, binary_fill_holes, binary_dilation and
+    binary_erosion with iterations=0, with masks of several densities and
+    both border values; against scipy's own repetition."""
+    cupy = pytest.importorskip("cupy")
+    ndim = len(shape)
+    random_element = rng.random((3,) * ndim) < 0.4
+    elements = [None, snd.generate_binary_structure(ndim, ndim),
+                random_element | random_element[(slice(None, None, -1),) * ndim]]
+    elements[-1][(1,) * ndim] = True
+    for density in (0.45, 0.6, 0.9):
+        image = rng.random(shape) < density
+        marker = rng.random(shape) < 0.002
+        for element in elements:
+            same(gnd.binary_fill_holes(cupy.asarray(image), element).get(), snd.binary_fill_holes(image, element))
+            same(gnd.binary_propagation(cupy.asarray(marker), element, cupy.asarray(image)).get(),
+                 snd.binary_propagation(marker, element, image))
+            for border in (0, 1):
+                for name in ("binary_dilation", "binary_erosion"):
+                    kwargs = dict(structure=element, iterations=0, border_value=border)
+                    mask = rng.random(shape) < 0.8
+                    same(getattr(gnd, name)(cupy.asarray(image), mask=cupy.asarray(mask), **kwargs).get(),
+                         getattr(snd, name)(image, mask=mask, **kwargs))
+                    same(getattr(gnd, name)(cupy.asarray(marker), **kwargs).get(),
+                         getattr(snd, name)(marker, **kwargs))

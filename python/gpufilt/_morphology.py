@@ -71,9 +71,12 @@ _BINARY_PARAMETERS = ['input', 'structure', 'iterations', 'mask', 'output_binary
 _CHANGE_CHECK = 16
 
 # What every binary operation's description ends with.
-_BINARY_NOTE = (" Takes numpy and cupy arrays. Each step is a minimum or maximum filter of the 0/1 image on "
-                "gpufilt's kernels; iterations below 1 read, after each step, whether anything changed (a "
-                "device-to-host read on the GPU).")
+_BINARY_NOTE = (" Takes numpy and cupy arrays. On the GPU each step is one kernel over the 0/1 image (for "
+                "structuring elements of up to 1024 elements along up to 4 axes; larger ones take a minimum or "
+                "maximum filter a step), and repeated steps stop on the device once one changes nothing. "
+                "A dilation until nothing changes (propagation, fill_holes) by an element symmetric about its "
+                "centre is one union-find of the mask's components there; other steps until nothing changes "
+                "read whether to go on after batches of 8, 16, ... 256 steps (a device-to-host read each).")
 
 
 # ------------------------------------------------------------ grey morphology
@@ -90,8 +93,9 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     double; every later one in the input's dtype (the height converted to
     it, the sum wrapped back into it); cval converted to the dtype first;
     the result converted to the output's dtype. numpy input: one C++ pass
-    over the padded input (core/nonflat.hpp); float16 and cupy: the
-    input's library, a pass per element."""
+    over the padded input (core/nonflat.hpp); cupy: the CUDA twin of that
+    pass (up to 1024 taps); float16 and more taps: the input's library, a
+    pass per element."""
     xp = _library_of(input)
     x = xp.asarray(input)
     if x.dtype.kind == "c":
@@ -125,11 +129,18 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         raise ValueError("All-zero footprint is not supported.")
     if x.size == 0:
         return _store(xp.zeros(x.shape, np.float64), input, output, xp)
-    if xp is np and x.ndim and x.dtype != np.float16:
+    if x.ndim and x.dtype != np.float16 and (xp is np or len(taps) <= _dispatch.cuda_module().nonflat_max_taps):
         signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
         arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion)
-        result = _nonflat_on_cpu(*arguments) if threads is None else \
-            _ndimage()._on_cpu_threads(threads, _nonflat_on_cpu, *arguments)
+        if xp is not np:
+            # float32 in and out: the kernel writes float32 (a double's C conversion is its cast).
+            direct = x.dtype == np.float32 and (output is None or _is_dtype(output) and np.dtype(output) == x.dtype)
+            result = _nonflat_padded(xp, *arguments, np.float32 if direct else np.float64)
+            if direct:
+                return result
+        else:
+            result = _nonflat_padded(np, *arguments) if threads is None else \
+                _ndimage()._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
         return _store(result, input, output, xp)
     # scipy reads a bool's byte as a number (its own results store bytes other than 0 and 1).
     values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.float64)
@@ -152,20 +163,37 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     return _store(result, input, output, xp)
 
 
-def _nonflat_on_cpu(x, taps, signed, widths, axes, pad_mode, cval, erosion):
-    """_nonflat's terms for a numpy input (at least 1-d): the input padded
-    in its own dtype, each tap's offset into it, and the C++ pass; float64
-    results."""
+def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, dtype=np.float64):
+    """_nonflat's terms for a numpy or cupy input (at least 1-d): the input
+    padded in its own dtype (a temporary), each tap's offset into it, and
+    one pass of the C++ or CUDA kernel; float64 results (cupy: float32 when
+    asked, for float32 input)."""
     values = x.view(np.uint8) if x.dtype == np.bool_ else x  # a bool's byte, as scipy reads it
-    kwargs = {}
     if pad_mode == "constant":
-        kwargs["constant_values"] = _c_convert(np.array(float(cval)), values.dtype, np)[()]
-    padded = np.ascontiguousarray(np.pad(values, widths, mode=pad_mode, **kwargs))
+        padded = _padded_with(xp, values, widths, _c_convert(np.array(float(cval)), values.dtype, np)[()])
+    else:
+        padded = xp.ascontiguousarray(xp.pad(values, widths, mode=pad_mode))
     steps = [stride // padded.itemsize for stride in padded.strides]
     offsets = np.array([sum(int(j) * steps[ax] for ax, j in zip(axes, tap)) for tap in taps], np.int64)
-    out = np.empty(x.shape, np.float64)
-    _core._nonflat_extreme(padded, _c_convert(signed, values.dtype, np), offsets, float(signed[0]), erosion, out)
+    out = xp.empty(x.shape, dtype)
+    heights = _c_convert(signed, values.dtype, np)  # on the host: the kernels take them as parameters
+    if xp is np:
+        _core._nonflat_extreme(padded, heights, offsets, float(signed[0]), erosion, out)
+    else:
+        _dispatch.cuda_module()._nonflat_extreme(padded, heights, offsets, float(signed[0]), erosion, out,
+                                                 xp.cuda.get_current_stream().ptr)
     return out
+
+
+def _padded_with(xp, values, widths, constant):
+    """`values` padded by `widths` with `constant`, a numpy scalar of their
+    dtype, exactly (cupy.pad passes a uint64 constant beyond int64's range
+    through a Python int and stores another value)."""
+    shape = tuple(n + before + after for n, (before, after) in zip(values.shape, widths))
+    padded = xp.empty(shape, values.dtype)
+    padded.fill(constant)
+    padded[tuple(slice(before, before + n) for n, (before, _) in zip(values.shape, widths))] = values
+    return padded
 
 
 def _c_convert(values, dtype, xp):
@@ -174,10 +202,24 @@ def _c_convert(values, dtype, xp):
     uint32 and int64; bool as its byte, a uint8)."""
     dtype = np.dtype(dtype)
     with np.errstate(invalid="ignore", over="ignore"):  # out of range: as the C cast, without numpy's warning
-        if dtype.kind == "f" or dtype == np.uint64:
+        if dtype.kind == "f" or (dtype == np.uint64 and xp is np):
             return values.astype(dtype)
+        if dtype == np.uint64:  # as x86-64 code converts to it: from 2**63 on, through int64 with the top bit flipped
+            big = values >= 2.0**63
+            low = _x86_truncate(xp.where(big, values - 2.0**63, values), np.int64, xp).view(np.uint64)
+            return low ^ xp.where(big, np.uint64(1 << 63), np.uint64(0))
         wide = np.int64 if dtype.itemsize == 8 or dtype == np.uint32 else np.int32
-        return values.astype(wide).astype(np.uint8 if dtype == np.bool_ else dtype)
+        return _x86_truncate(values, wide, xp).astype(np.uint8 if dtype == np.bool_ else dtype)
+
+
+def _x86_truncate(values, dtype, xp):
+    """float64 `values` truncated to int32 or int64 as x86-64 does (and
+    numpy there): NaN and values out of range give the lowest value. CUDA's
+    conversion, which cupy's astype is, saturates and gives 0 for NaN."""
+    if xp is np:
+        return values.astype(dtype)
+    bound = 2.0 ** (8 * np.dtype(dtype).itemsize - 1)
+    return xp.where((values >= -bound) & (values < bound), values, -bound).astype(dtype)
 
 
 def _c_cast(values, dtype, xp):
@@ -571,40 +613,71 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
         raise TypeError("Complex output type not supported")
     _check_output_array(output)
     xp = _library_of(src.obj)
-    step = nd.maximum_filter if dilation else nd.minimum_filter
-    cval = 1.0 if border_value else 0.0
-    count = 0
     # Everything on `stream`, the library's own operations too: on cupy's
     # current stream, `input != 0` could read an input that work queued on
     # `stream` (binary_closing's dilation) has not written yet.
     with _dispatch.stream_made_current(src, stream):
-        values = xp.asarray(src.obj) != 0
-        keep = None if mask_src is None else xp.asarray(mask_src.obj) == 0
-        if not element.any():  # scipy: nothing to read, so an erosion holds everywhere and a dilation nowhere
-            spread = xp.full(values.shape, not dilation, bool)
-            spread = spread if keep is None else xp.where(keep, values, spread)
-        else:
-            _check_c_long(iterations)
-            spread = _spread_on_cpu(values, keep, element, full_origins, dilation, cval) \
-                if iterations < 1 and xp is np else None
-        while spread is None:
-            result = step(values.view(np.uint8), footprint=element, mode="constant", cval=cval,
-                          origin=full_origins, stream=stream, threads=threads).view(bool)
-            if keep is not None:
-                result = xp.where(keep, values, result)
-            count += 1
-            # A step that changes nothing ends the repetition: below 1 iteration that is the stop, else
-            # it is checked every _CHANGE_CHECK steps (a read on the GPU) so huge counts end too.
-            check = iterations < 1 or count % _CHANGE_CHECK == 0
-            changed = bool(xp.any(result != values)) if check else True
-            values = result
-            if (iterations >= 1 and count >= iterations) or not changed:
-                break
-        values = values if spread is None else spread
+        values = _repeated_steps(xp, src.obj, None if mask_src is None else mask_src.obj, element, full_origins,
+                                 dilation, border_value != 0, iterations, stream, threads)
         if output is None or _is_dtype(output):
             return values if output in (None, bool, np.bool_) else values.astype(output)
         output[...] = values
     return output
+
+
+def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterations, stream, threads):
+    """The bool result of `iterations` erosion steps (dilation: with the
+    reflected element), or of steps until one changes nothing (below 1):
+    on the GPU, union-find (symmetric elements, until nothing changes) or
+    the step kernel, on the CPU, the spread (until nothing changes), where
+    they take the element; else (full boxes on the GPU too) the minimum and
+    maximum filters."""
+    if not element.any():  # scipy: nothing to read, so an erosion holds everywhere and a dilation nowhere
+        values = xp.asarray(input) != 0
+        spread = xp.full(values.shape, not dilation, bool)
+        return spread if mask is None else xp.where(xp.asarray(mask) == 0, values, spread)
+    _check_c_long(iterations)
+    taps = _taps(element, origins)
+    # (A larger full box on the GPU: the minimum and maximum filters' separable passes, whose cost grows
+    # little with the box, beat a kernel that reads every tap.)
+    big_box = element.all() and len(taps) > _STEP_MAX_BOX
+    if xp is not np and _fits_binary_steps(taps) and not (big_box and iterations >= 1):
+        if iterations < 1 and _symmetric(taps) and xp.asarray(input).size < 2**31:
+            if dilation:
+                return _propagate_on_gpu(xp, input, mask, taps, border)
+            # An erosion step is the complement's dilation step (by the same symmetric element, the
+            # other border value), and so are their fixed points.
+            eroded = _propagate_on_gpu(xp, xp.asarray(input) == 0, mask, taps, not border)
+            return xp.logical_not(eroded, out=eroded)
+        return _steps_on_gpu(xp, input, mask, taps, dilation, border, iterations)
+    values = xp.asarray(input) != 0
+    keep = None if mask is None else xp.asarray(mask) == 0
+    spread = _spread_on_cpu(values, keep, taps, dilation, border) if iterations < 1 and xp is np else None
+    if spread is not None:
+        return spread
+    return _steps_by_filters(xp, values, keep, element, origins, dilation, border, iterations, stream, threads)
+
+
+def _steps_by_filters(xp, values, keep, element, origins, dilation, border, iterations, stream, threads):
+    """_repeated_steps on the minimum (erosion) or maximum filter of the 0/1
+    bytes, one call a step; whether a step changed anything is read on the
+    host (every step below 1 iteration, every _CHANGE_CHECK steps else)."""
+    nd = _ndimage()
+    step = nd.maximum_filter if dilation else nd.minimum_filter
+    count = 0
+    while True:
+        result = step(values.view(np.uint8), footprint=element, mode="constant", cval=float(border),
+                      origin=origins, stream=stream, threads=threads).view(bool)
+        if keep is not None:
+            result = xp.where(keep, values, result)
+        count += 1
+        # A step that changes nothing ends the repetition: below 1 iteration that is the stop, else
+        # it is checked every _CHANGE_CHECK steps (a read on the GPU) so huge counts end too.
+        check = iterations < 1 or count % _CHANGE_CHECK == 0
+        changed = bool(xp.any(result != values)) if check else True
+        values = result
+        if (iterations >= 1 and count >= iterations) or not changed:
+            return values
 
 
 # The spread visits every tap of every element it reaches, the loop's steps
@@ -615,15 +688,97 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
 _SPREAD_MAX_TAPS = 32
 
 
-def _spread_on_cpu(values, keep, element, origins, dilation, border):
+def _taps(element, origins):
+    """The offsets (ntaps x ndim, int64) of the structuring element's set
+    elements from the one it is centred on (shifted by `origins`)."""
+    centre = np.array(element.shape) // 2 + np.array(origins, dtype=np.int64)
+    return np.argwhere(element) - centre
+
+
+def _fits_binary_steps(offsets):
+    """True when the CUDA step kernel takes these taps (as its parameters):
+    the axes they leave the element's line along, and the last one, count."""
+    cuda = _dispatch.cuda_module()
+    spanned = np.count_nonzero(offsets[:, :-1].any(axis=0)) + 1 if offsets.shape[1] else 0
+    return (len(offsets) <= cuda.binary_max_taps and spanned <= cuda.binary_max_span
+            and (offsets.size == 0 or np.abs(offsets).max() <= 127))
+
+
+def _symmetric(offsets):
+    """True when the taps hold the centre and each tap's opposite."""
+    taps = set(map(tuple, offsets.tolist()))
+    return (0,) * offsets.shape[1] in taps and all(tuple(-x for x in t) in taps for t in taps)
+
+
+# Full boxes of more elements than this take the separable minimum and
+# maximum filters on the GPU (H200, 8192^2: 3x3 0.45 ms by the step kernel,
+# 0.72 by the filters; 7x7 1.26 against 0.67).
+_STEP_MAX_BOX = 9
+
+# Steps repeated until nothing changes run in batches, the device's counter
+# read after each (the one host synchronisation): the first batch is short, as
+# most spreads end within a few steps, and each later one twice as long. A
+# given count runs its steps up to this many at once.
+_FIRST_BATCH = 8
+_MAX_BATCH = 256
+
+
+def _byte_image(cupy, array):
+    """`array` where _cuda.binary_steps can read it as 0/nonzero bytes:
+    itself when it is a C-contiguous cupy array of one-byte integers or
+    bools, else `array != 0` in a new one."""
+    if isinstance(array, cupy.ndarray) and array.dtype.kind in "biu" and array.itemsize == 1 \
+            and array.flags.c_contiguous:
+        return array
+    array = cupy.asarray(array)  # (a mask may be a numpy array or a list, as scipy takes it)
+    image = cupy.empty(array.shape, bool)
+    return cupy.not_equal(array, 0, out=image)
+
+
+def _steps_on_gpu(cupy, input, mask, taps, dilation, border, iterations):
+    """Binary erosion or dilation of a cupy array (or of the reflected
+    element: dilation), `iterations` steps or until one changes nothing
+    (iterations < 1), by _cuda.binary_steps into two new bool arrays in
+    turn. Once a step changes nothing the later ones return at once on the
+    GPU; the host reads whether to go on only after each batch of steps."""
+    source = _byte_image(cupy, input)
+    changeable = None if mask is None else _byte_image(cupy, mask)
+    stream = cupy.cuda.get_current_stream().ptr
+    last_change = cupy.zeros(1, np.int64)
+    buffers = [cupy.empty(source.shape, bool), cupy.empty(source.shape, bool) if iterations != 1 else None]
+    taps = taps.ravel().tolist()
+    done, batch = 0, _FIRST_BATCH if iterations < 1 else _MAX_BATCH
+    while True:
+        count = batch if iterations < 1 else min(batch, iterations - done)
+        _dispatch.cuda_module().binary_steps(source, buffers[0], buffers[1], changeable, taps, dilation, border,
+                                             done + 1, count, last_change, stream)
+        done += count
+        result, other = buffers[(count - 1) % 2], buffers[count % 2]
+        if done == iterations or int(last_change[0]) < done:
+            return result
+        source, buffers = result, [other, result]  # the next step reads the result, writes the other
+        batch = min(2 * batch, _MAX_BATCH)
+
+
+def _propagate_on_gpu(cupy, input, mask, taps, border):
+    """Binary dilation of a cupy array until nothing changes, for an element
+    symmetric about its centre: _cuda.binary_propagate's union-find, a few
+    passes and no host read, where the steps take one pass (and a batch of
+    them a read) per element of the longest path through the mask."""
+    source = _byte_image(cupy, input)
+    result = cupy.empty(source.shape, bool)
+    _dispatch.cuda_module().binary_propagate(source, result, None if mask is None else _byte_image(cupy, mask),
+                                             taps.ravel().tolist(), border, cupy.cuda.get_current_stream().ptr)
+    return result
+
+
+def _spread_on_cpu(values, keep, offsets, dilation, border):
     """Binary erosion or dilation repeated until nothing changes, for numpy
     data: one breadth-first spread of the values that change
     (_core._propagate_binary), where each step of the loop in _binary costs
     a pass over the whole array (binary_fill_holes took 7x scipy's time).
     None where the window does not hold its own centre: then a spread value
     need not stay, and only the loop is right."""
-    shape = np.array(element.shape)
-    offsets = np.argwhere(element) - (shape // 2 + np.array(origins, dtype=np.int64))
     if values.ndim == 0 or len(offsets) > _SPREAD_MAX_TAPS or not (offsets == 0).all(axis=1).any():
         return None
     result = np.ascontiguousarray(values).view(np.uint8)  # a new array: `values` is ours, never the input

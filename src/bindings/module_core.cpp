@@ -240,18 +240,12 @@ void register_nonflat(py::module_& m) {
         out.ndim() != padded.ndim() || out.ndim() == 0)
       throw py::value_error("out must be a writable C-order float64 array of padded's rank (at least 1)");
     const int64_t ndim = out.ndim(), item = padded.itemsize();
-    std::vector<int64_t> shape(out.shape(), out.shape() + ndim), strides(ndim);
-    int64_t last_base = 0;  // the largest base(i): every read must stay inside `padded`
-    for (int64_t ax = 0; ax < ndim; ++ax) {
-      strides[ax] = padded.strides(ax) / item;
-      if (shape[ax] > padded.shape(ax)) throw py::value_error("out must be no larger than padded");
-      if (shape[ax] > 0 && ax + 1 < ndim) last_base += (shape[ax] - 1) * strides[ax];
-    }
+    std::vector<int64_t> shape(out.shape(), out.shape() + ndim), padded_shape(padded.shape(), padded.shape() + ndim),
+        strides(ndim);
+    for (int64_t ax = 0; ax < ndim; ++ax) strides[ax] = padded.strides(ax) / item;
     const auto* o = static_cast<const int64_t*>(offsets.data());
     const std::vector<int64_t> offs(o, o + offsets.shape(0));
-    for (int64_t off : offs)
-      if (off < 0 || last_base + off + shape[ndim - 1] > (int64_t)padded.size())
-        throw py::value_error("an offset reads outside padded");
+    check_nonflat_reads(shape, padded_shape, strides, offs, (int64_t)padded.size());
     py::gil_scoped_release nogil;
     nonflat_extreme(padded.data(), dtype, shape, strides, offs, first_height, heights.data(), erosion,
                     static_cast<double*>(out.mutable_data()));

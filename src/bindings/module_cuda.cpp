@@ -2,13 +2,18 @@
 // binding functions as _core, plus the CUDA runtime report for info().
 // Host-compiled: it reaches CUDA only through src/cuda/api.hpp.
 #include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "bindings/common.hpp"
 #include "bindings/ops_array.hpp"
 #include "bindings/ops_nn.hpp"
 #include "bindings/ops_matmul.hpp"
+#include "core/nonflat.hpp"
 #include "cuda/api.hpp"
 
 namespace py = pybind11;
@@ -77,6 +82,108 @@ struct CudaPolicy {
   std::optional<cuda::DeviceGuard> guard_;
 };
 
+bool c_contiguous(const ArrayDesc& a) {
+  int64_t inner = itemsize(a.dtype);
+  for (int d = a.ndim - 1; d >= 0; inner *= a.shape[d], --d)
+    if (a.shape[d] != 1 && a.strides[d] != inner) return false;
+  return true;
+}
+
+// A C-contiguous array of one-byte elements (bool, int8, uint8) of `shape`.
+void require_byte_image(const ImportedArray& a, const char* name, const ArrayDesc& shape) {
+  if (itemsize(a.desc.dtype) != 1 || !same_shape(a.desc, shape) || !c_contiguous(a.desc))
+    throw py::value_error(std::string(name) + " must be a C-contiguous array of bool, int8 or uint8 elements "
+                          "of the input's shape");
+}
+
+// binary_steps (cuda/api.hpp) from Python: arrays checked, GIL released.
+void run_binary_steps(py::handle source, py::handle first, py::handle second, py::handle changeable,
+                  const std::vector<int64_t>& offsets, bool dilation, bool border, int64_t first_step,
+                  int64_t count, py::handle last_change, intptr_t stream) {
+  CudaPolicy policy(stream);
+  ImportedArray in = import_array(source, "source", Access::Read, policy.options());
+  ImportedArray a = import_array(first, "first", Access::Write, policy.options());
+  // No second buffer for one step: `first` stands in, never written twice.
+  if (second.is_none() && count > 1) throw py::value_error("second may be None for one step only");
+  ImportedArray b = import_array(second.is_none() ? first : second, "second", Access::Write, policy.options());
+  ImportedArray counter = import_array(last_change, "last_change", Access::Write, policy.options());
+  std::optional<ImportedArray> keep;
+  if (!changeable.is_none()) keep = import_array(changeable, "changeable", Access::Read, policy.options());
+  static const char* const names[] = {"source", "first", "second", "last_change", "changeable"};
+  const ImportedArray* arrays[] = {&in, &a, &b, &counter, keep ? &*keep : nullptr};
+  const CallArrays call(arrays, keep ? 5 : 4);
+  require_device(call, names, Device::CUDA);
+  for (int i = 0; i < (keep ? 5 : 4); ++i)
+    if (i != 3) require_byte_image(*arrays[i], names[i], in.desc);
+  if (counter.desc.dtype != DType::Int64 || counter.desc.size() < 1)
+    throw py::value_error("last_change must be an int64 array of at least one element");
+  if (reinterpret_cast<uintptr_t>(a.desc.data) % 16 || reinterpret_cast<uintptr_t>(b.desc.data) % 16)
+    throw py::value_error("first and second must be 16-byte aligned (the kernel stores 16 bytes at once)");
+  if ((!second.is_none() && may_overlap(a.desc, b.desc)) || may_overlap(a.desc, in.desc) ||
+      (in.desc.data != b.desc.data && may_overlap(b.desc, in.desc)))
+    throw py::value_error("first must share memory with neither source nor second, and second only all of source");
+  policy.enter(call);
+  py::gil_scoped_release nogil;
+  cuda::binary_steps(in.desc, a.desc, b.desc, keep ? &keep->desc : nullptr, offsets, dilation, border, first_step,
+                     count, reinterpret_cast<int64_t*>(counter.desc.data), stream);
+}
+
+// binary_propagate (cuda/api.hpp) from Python: arrays checked, GIL released.
+void run_binary_propagate(py::handle source, py::handle output, py::handle changeable,
+                          const std::vector<int64_t>& offsets, bool border, intptr_t stream) {
+  CudaPolicy policy(stream);
+  ImportedArray in = import_array(source, "source", Access::Read, policy.options());
+  ImportedArray out = import_array(output, "out", Access::Write, policy.options());
+  std::optional<ImportedArray> keep;
+  if (!changeable.is_none()) keep = import_array(changeable, "changeable", Access::Read, policy.options());
+  static const char* const names[] = {"source", "out", "changeable"};
+  const ImportedArray* arrays[] = {&in, &out, keep ? &*keep : nullptr};
+  const CallArrays call(arrays, keep ? 3 : 2);
+  require_device(call, names, Device::CUDA);
+  for (int i = 0; i < (keep ? 3 : 2); ++i) require_byte_image(*arrays[i], names[i], in.desc);
+  if (may_overlap(out.desc, in.desc) || (keep && may_overlap(out.desc, keep->desc)))
+    throw py::value_error("out must share memory with neither source nor changeable");
+  policy.enter(call);
+  py::gil_scoped_release nogil;
+  cuda::binary_propagate(in.desc, out.desc, keep ? &keep->desc : nullptr, offsets, border, stream);
+}
+
+// _core._nonflat_extreme's CUDA twin: `padded` and `out` on the device,
+// `heights` and `offsets` numpy arrays (the kernel takes them by value).
+void run_nonflat_extreme(py::handle padded, const py::array& heights, const py::array& offsets, double first_height,
+                     bool erosion, py::handle out, intptr_t stream) {
+  CudaPolicy policy(stream);
+  ImportedArray in = import_array(padded, "padded", Access::Read, policy.options());
+  ImportedArray result = import_array(out, "out", Access::Write, policy.options());
+  static const char* const names[] = {"padded", "out"};
+  require_device({&in, &result}, names, Device::CUDA);
+  const DType dtype = in.desc.dtype;
+  if (dtype == DType::Bool || dtype == DType::Float16 || dtype == DType::BFloat16 || dtype == DType::Complex64 ||
+      dtype == DType::Complex128)
+    throw py::type_error("padded: no non-flat kernel for its dtype (integers, float32 and float64 have one)");
+  if (!c_contiguous(in.desc)) throw py::value_error("padded must be C-contiguous");
+  const bool float_out = result.desc.dtype == DType::Float64 ||
+                         (result.desc.dtype == DType::Float32 && dtype == DType::Float32);
+  if (!float_out || !c_contiguous(result.desc) || result.desc.ndim != in.desc.ndim || result.desc.ndim == 0)
+    throw py::value_error("out must be a C-contiguous float64 (or, for float32 padded, float32) array of "
+                          "padded's rank (at least 1)");
+  if (heights.ndim() != 1 || heights.itemsize() != itemsize(dtype) || !(heights.flags() & py::array::c_style))
+    throw py::value_error("heights must be a C-order 1-d array of padded's dtype");
+  if (!offsets.dtype().is(py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
+      offsets.ndim() != 1 || offsets.shape(0) != heights.shape(0) || offsets.shape(0) == 0)
+    throw py::value_error("offsets must be a C-order int64 array of one offset per height, at least one");
+  const int ndim = in.desc.ndim;
+  std::vector<int64_t> shape(result.desc.shape, result.desc.shape + ndim),
+      padded_shape(in.desc.shape, in.desc.shape + ndim), strides(ndim);
+  for (int ax = 0; ax < ndim; ++ax) strides[ax] = in.desc.strides[ax] / itemsize(dtype);
+  const auto* o = static_cast<const int64_t*>(offsets.data());
+  const std::vector<int64_t> offs(o, o + offsets.shape(0));
+  check_nonflat_reads(shape, padded_shape, strides, offs, in.desc.size());
+  policy.enter({&in, &result});
+  py::gil_scoped_release nogil;
+  cuda::nonflat_extreme(in.desc, offs, heights.data(), first_height, erosion, result.desc, stream);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, m) {
@@ -111,6 +218,22 @@ PYBIND11_MODULE(_cuda, m) {
     py::gil_scoped_release nogil;
     cuda::synchronize_stream(stream);
   }, py::arg("stream"), "Waits for the work enqueued on `stream` (for explicit error checks only).");
+  m.def("binary_propagate", &run_binary_propagate, py::arg("source"), py::arg("out"), py::arg("changeable"),
+        py::arg("offsets"), py::arg("border"), py::arg("stream"),
+        "Binary dilation of C-contiguous 0/1 bytes until nothing changes, for taps symmetric about 0 and "
+        "holding it (checked by the caller), by union-find; out gets 0/1 bytes.");
+  m.attr("nonflat_max_taps") = cuda::kMaxNonflatTaps;
+  m.def("_nonflat_extreme", &run_nonflat_extreme, py::arg("padded"), py::arg("heights"), py::arg("offsets"),
+        py::arg("first_height"), py::arg("erosion"), py::arg("out"), py::arg("stream"),
+        "Non-flat grey erosion or dilation (_core._nonflat_extreme) of a padded device array into `out`.");
+  m.attr("binary_max_taps") = cuda::kMaxBinaryTaps;
+  m.attr("binary_max_span") = cuda::kMaxBinarySpan;
+  m.def("binary_steps", &run_binary_steps, py::arg("source"), py::arg("first"), py::arg("second"),
+        py::arg("changeable"), py::arg("offsets"), py::arg("dilation"), py::arg("border"), py::arg("first_step"),
+        py::arg("count"), py::arg("last_change"), py::arg("stream"),
+        "Steps of binary erosion or dilation on C-contiguous 0/1 bytes, from source into first and second in "
+        "turn; offsets: the taps, flattened (ntaps x ndim); last_change: an int64 device counter (0 at the "
+        "start of an operation) holding the last step that changed an element.");
   m.def("runtime_info", &runtime_info, "CUDA driver, runtime and devices, or why none is usable.");
   m.def("unusable_reason", []() { return unusable_reason(); },
         "Why no CUDA device is usable, or '' when one is.");

@@ -3,25 +3,12 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "core/cpu_backend.hpp"
 #include "core/parallel.hpp"
 
 namespace gpufilt {
 namespace {
-
-// a + b in E, as C computes `E tmp = ...; tmp += (E)h` (integers: in int,
-// wrapped back into E; unsigned arithmetic here, where C's would overflow).
-template <class E>
-inline E add_in(E a, E b) {
-  if constexpr (std::is_integral_v<E> && !std::is_same_v<E, bool>) {
-    using U = std::make_unsigned_t<E>;
-    return (E)(U)((U)a + (U)b);
-  } else {
-    return a + b;
-  }
-}
 
 // One output row: the first tap's terms, then each later tap's.
 template <class E, bool Erosion>
@@ -63,6 +50,20 @@ void run(const E* padded, const std::vector<int64_t>& shape, const std::vector<i
 }
 
 }  // namespace
+
+void check_nonflat_reads(const std::vector<int64_t>& shape, const std::vector<int64_t>& padded_shape,
+                         const std::vector<int64_t>& padded_strides, const std::vector<int64_t>& offsets,
+                         int64_t padded_size) {
+  const size_t ndim = shape.size();
+  int64_t last_base = 0;  // the largest base(i): every read must stay inside `padded`
+  for (size_t ax = 0; ax < ndim; ++ax) {
+    if (shape[ax] > padded_shape[ax]) throw std::invalid_argument("out must be no larger than padded");
+    if (shape[ax] > 0 && ax + 1 < ndim) last_base += (shape[ax] - 1) * padded_strides[ax];
+  }
+  for (int64_t off : offsets)
+    if (off < 0 || last_base + off + shape[ndim - 1] > padded_size)
+      throw std::invalid_argument("an offset reads outside padded");
+}
 
 void nonflat_extreme(const void* padded, DType dtype, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& padded_strides, const std::vector<int64_t>& offsets,

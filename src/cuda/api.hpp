@@ -46,6 +46,40 @@ class CudaBackend final : public LineBackend {
   intptr_t stream_;
 };
 
+// Binary erosion or dilation (gpufilt.ndimage.binary_*): `count` steps on
+// C-contiguous arrays of 0/nonzero bytes of one shape, the first from
+// `source`, then each from the last one's result, written to `first` and
+// `second` in turn (0/1). An element is set by erosion when every tap of the
+// structuring element (`offsets`: ntaps x ndim, in elements, each within
+// +-127 along at most kMaxBinarySpan axes) finds a set element, by dilation
+// when any does; `border` beyond the edges; where `changeable` (optional) is
+// 0 the element keeps its value. Steps are numbered from `first_step` (1 for
+// the first of an operation); each that changes an element stores its number
+// in the device int64 `last_change`, which a step from the third on reads to
+// do nothing once one has changed nothing: both buffers then hold the
+// result. Enqueued on `stream`; nothing waits.
+constexpr int kMaxBinaryTaps = 1024;
+constexpr int kMaxBinarySpan = 4;
+void binary_steps(const ArrayDesc& source, const ArrayDesc& first, const ArrayDesc& second,
+                  const ArrayDesc* changeable, const std::vector<int64_t>& offsets, bool dilation, bool border,
+                  int64_t first_step, int64_t count, int64_t* last_change, intptr_t stream);
+
+// Binary dilation repeated until nothing changes (binary_propagation,
+// binary_fill_holes), in a few passes of union-find: for `offsets` (as
+// binary_steps') symmetric about 0 and holding it, which the caller checks;
+// at most 2**31 - 1 elements. `out` gets 0/1 bytes. Enqueued on `stream`.
+void binary_propagate(const ArrayDesc& source, const ArrayDesc& out, const ArrayDesc* changeable,
+                      const std::vector<int64_t>& offsets, bool border, intptr_t stream);
+
+// Non-flat grey erosion or dilation (core/nonflat.hpp's arithmetic) on the
+// device: `padded` C-contiguous, of an integer or float32/64 dtype; `out`
+// C-contiguous doubles (or floats for float32 input), read from padded[base(i) + offsets[t]], base(i) the
+// element's index in `padded` (the caller checks every read is inside);
+// `heights` on the host, one per tap in padded's dtype. Enqueued on `stream`.
+constexpr int kMaxNonflatTaps = 1024;
+void nonflat_extreme(const ArrayDesc& padded, const std::vector<int64_t>& offsets, const void* heights,
+                     double first_height, bool erosion, const ArrayDesc& out, intptr_t stream);
+
 // Sets the current device for a scope and restores the caller's after.
 class DeviceGuard {
  public:
