@@ -588,3 +588,27 @@ def test_union_find_propagation_matches_scipy(shape, rng):
                          getattr(snd, name)(image, mask=mask, **kwargs))
                     same(getattr(gnd, name)(cupy.asarray(marker), **kwargs).get(),
                          getattr(snd, name)(marker, **kwargs))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_binary_steps_read_unaligned_inputs_in_place(offset, rng):
+    """C-contiguous inputs and masks that start off a word boundary (read in
+    place, word by word) give scipy's results, through every group of the
+    step kernel: the first and last groups of the array too."""
+    cupy = pytest.importorskip("cupy")
+    shape = (37, 41)
+    image = rng.random(shape) < 0.6
+    mask = rng.random(shape) < 0.8
+    data = cupy.zeros(offset + image.size, bool)
+    data[offset:] = cupy.asarray(image.ravel())
+    gpu_mask = cupy.zeros(offset + mask.size, np.uint8)
+    gpu_mask[offset:] = cupy.asarray(mask.ravel())
+    element = np.array([[0, 1, 1], [1, 1, 0], [1, 0, 1]], bool)
+    for name in ("binary_erosion", "binary_dilation"):
+        for iterations in (1, 3):
+            kwargs = dict(structure=element, iterations=iterations, border_value=1, origin=(0, -1))
+            ours = getattr(gnd, name)(data[offset:].reshape(shape), mask=gpu_mask[offset:].reshape(shape), **kwargs)
+            same(ours.get(), _steps(name, image, iterations, mask=mask, structure=element, border_value=1,
+                                    origin=(0, -1)))

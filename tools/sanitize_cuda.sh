@@ -64,7 +64,7 @@ for tool in ${TOOLS:-memcheck racecheck initcheck}; do
     # tests would show. From outside the checkout, so that the installed
     # package is imported. -v: a shard cut off by TOOL_TIMEOUT names the test
     # it was in.
-    (cd /tmp && CUDA_VISIBLE_DEVICES=$((s % gpus)) GPUFILT_SHARD="$s/$shards" PYTHONPATH="$root/tools" \
+    (cd /tmp && CUDA_VISIBLE_DEVICES=$((s % gpus)) GPUFILT_SHARD="$s/$shards" PYTHONPATH="$root/tools${PYTHONPATH:+:$PYTHONPATH}" \
         timeout "${TOOL_TIMEOUT:-600}" "$sanitizer" --tool "$tool" "${only[@]}" --print-limit 50 \
         --report-api-errors no --log-file "$out/$tool.shard$s.pid%p.log" \
         python3 -m pytest -v -m cuda -p no:cacheprovider -p no:benchmark -p no:xdist -p pytest_shard ${PYTEST_K:+-k "$PYTEST_K"} "${files[@]}" \

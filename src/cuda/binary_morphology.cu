@@ -22,6 +22,7 @@ struct StepParams {
   int64_t extent[kMaxBinarySpan];  // the array's length along it
   int64_t lo[kMaxBinarySpan], hi[kMaxBinarySpan];  // every tap inside the array: lo <= coord < hi
   int64_t flat[kMaxBinaryTaps];                   // per tap, in elements
+  int64_t word_begin, word_end;  // groups starting in [word_begin, word_end) read no byte outside the array
   int8_t offset[kMaxBinaryTaps][kMaxBinarySpan];  // per tap, along each of those axes
   bool dilation;   // any tap set (else: every tap set)
   uint8_t border;  // the value beyond the edges
@@ -75,8 +76,9 @@ constexpr int kGroup = 4 * kWords;       // elements of a thread's group
 constexpr uint32_t kOnes = 0x01010101u;  // a word of four set elements
 
 // The kWords words of bytes from q on, wherever q is aligned: aligned word
-// loads, funnel shifted (the last may read up to 3 bytes past the group's
-// last element, within its aligned word: allocations are word granular).
+// loads, funnel shifted. The aligned words reach up to 3 bytes before q and
+// after the last byte: groups whose words could leave the array go element
+// by element (StepParams::word_begin, word_end).
 __device__ __forceinline__ void load_words(const uint8_t* q, uint32_t* words) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(q);
   const auto* aligned = reinterpret_cast<const uint32_t*>(address & ~uintptr_t(3));
@@ -122,7 +124,8 @@ binary_step_kernel(const uint8_t* __restrict__ in, uint8_t* __restrict__ out, co
     const I i0 = g * kGroup;
     I coord[kMaxBinarySpan];
     const bool interior = locate(p, i0, coord);
-    if (!interior || i0 + kGroup > size || (int64_t)coord[0] + kGroup - 1 >= p.hi[0]) {
+    if (!interior || (int64_t)i0 < p.word_begin || (int64_t)i0 >= p.word_end ||
+        (int64_t)coord[0] + kGroup - 1 >= p.hi[0]) {
       for (I i = i0; i < i0 + kGroup && i < size; ++i) changed = step_element(p, in, out, changeable, i) || changed;
       continue;
     }
@@ -187,6 +190,11 @@ StepParams make_params(const ArrayDesc& a, const std::vector<int64_t>& offsets, 
     p.hi[k] = std::max<int64_t>(0, a.shape[d] - highest);  // (no interior when the taps reach past both ends)
     for (size_t t = 0; t < ntaps; ++t) p.offset[t][k] = (int8_t)offsets[t * ndim + d];
   }
+  // A group reads bytes [i0 + lowest - 3, i0 + kGroup + highest + 3) at most (its words' alignment).
+  const int64_t lowest = std::min<int64_t>(0, *std::min_element(p.flat, p.flat + ntaps));
+  const int64_t highest = std::max<int64_t>(0, *std::max_element(p.flat, p.flat + ntaps));
+  p.word_begin = 3 - lowest;
+  p.word_end = p.size - kGroup - highest - 3;
   return p;
 }
 
