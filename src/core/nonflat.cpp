@@ -34,8 +34,8 @@ using RowFn = void (*)(const E*, int64_t, const std::vector<int64_t>&, double, c
 #if GPUFILT_ISA_COPIES
 // row's copies for wider vectors: its inner loop (a conversion, a compare
 // and a blend an element) vectorises. float32 128^3, 3x3x3 heights, one
-// thread of this 2-core AMD EPYC: 26.4 ms baseline, 11.8 AVX2, 10.6 AVX-512
-// (scipy 62.5); uint8 10.3, 9.2, 8.6 (scipy 47.0).
+// thread of a 2-core AMD EPYC, medians: 15.6 ms baseline, 7.4 AVX2, 7.8
+// AVX-512 (scipy 30.2); uint8 10.3, 8.8, 6.0 (scipy 34.5).
 template <class E, bool Erosion>
 GF_AVX2 void row_avx2(const E* base, int64_t n, const std::vector<int64_t>& offsets, double first_height,
                       const E* heights, double* out) {
