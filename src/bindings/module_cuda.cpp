@@ -98,8 +98,8 @@ void require_byte_image(const ImportedArray& a, const char* name, const ArrayDes
 
 // binary_steps (cuda/api.hpp) from Python: arrays checked, GIL released.
 void run_binary_steps(py::handle source, py::handle first, py::handle second, py::handle changeable,
-                  const std::vector<int64_t>& offsets, bool dilation, bool border, int64_t first_step,
-                  int64_t count, py::handle last_change, intptr_t stream) {
+                      const std::vector<int64_t>& offsets, bool dilation, bool border, int64_t first_step,
+                      int64_t count, py::handle last_change, intptr_t stream) {
   CudaPolicy policy(stream);
   ImportedArray in = import_array(source, "source", Access::Read, policy.options());
   ImportedArray a = import_array(first, "first", Access::Write, policy.options());
@@ -150,8 +150,8 @@ void run_binary_propagate(py::handle source, py::handle output, py::handle chang
 
 // _core._nonflat_extreme's CUDA twin: `padded` and `out` on the device,
 // `heights` and `offsets` numpy arrays (the kernel takes them by value).
-void run_nonflat_extreme(py::handle padded, const py::array& heights, const py::array& offsets, double first_height,
-                     bool erosion, py::handle out, intptr_t stream) {
+void run_nonflat_extreme(py::handle padded, const py::array& heights, const py::array& offsets,
+                         double first_height, bool erosion, py::handle out, intptr_t stream) {
   CudaPolicy policy(stream);
   ImportedArray in = import_array(padded, "padded", Access::Read, policy.options());
   ImportedArray result = import_array(out, "out", Access::Write, policy.options());
