@@ -498,9 +498,12 @@ def test_dask_arrays_with_the_halo_of_the_window(rng, mode):
 
 
 def test_line_function_that_resizes_output_line_reads_no_freed_memory():
-    # numpy's resize(refcheck=False) moves a growing line's values; a shrunk
-    # one keeps its first. gpufilt takes what stayed and leaves the rest as
-    # given (zeros); scipy 1.17 reads freed memory there (values like 1e-320).
+    # numpy's resize(refcheck=False) reallocates the line: a shrunk one keeps
+    # its first values in place; a grown one moves, unless the allocator
+    # extends it where it is (which depends on the heap: CI's CPU-wheel run
+    # once grew every line in place). gpufilt takes what stayed and leaves
+    # the rest as given (zeros); scipy 1.17 reads freed memory there (values
+    # like 1e-320).
     def shrink(line_in, line_out):
         line_out.resize(1, refcheck=False)
         line_out[:] = 1
@@ -511,7 +514,9 @@ def test_line_function_that_resizes_output_line_reads_no_freed_memory():
     x = np.arange(2000.0).reshape(4, 500)
     got = ndimage.generic_filter1d(x, shrink, 3)
     assert (got[:, 0] == 1).all() and (got[:, 1:] == 0).all()
-    assert (ndimage.generic_filter1d(x, grow, 3) == 0).all()
+    grown = ndimage.generic_filter1d(x, grow, 3)
+    for line in grown:  # all moved (zeros) or all kept in place (ones)
+        assert (line == 0).all() or (line == 1).all(), line
 
 
 def test_c_function_that_sets_an_error_but_returns_1_raises_it(tmp_path):
