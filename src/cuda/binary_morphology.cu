@@ -42,6 +42,19 @@ __device__ __forceinline__ bool locate(const StepParams& p, I i, I* coord) {
   return interior;
 }
 
+// True when tap t of the element at `coord` lies inside the array.
+template <class I>
+__device__ __forceinline__ bool tap_inside(const StepParams& p, const I* coord, int t) {
+  bool inside = true;
+#pragma unroll
+  for (int k = 0; k < kMaxBinarySpan; ++k) {
+    if (k >= p.nspan) break;
+    const int64_t c = (int64_t)coord[k] + p.offset[t][k];
+    inside = inside && c >= 0 && c < p.extent[k];
+  }
+  return inside;
+}
+
 // One element's step, bounds checked where it is not interior; true when it changed.
 template <class I>
 __device__ bool step_element(const StepParams& p, const uint8_t* in, uint8_t* out, const uint8_t* changeable, I i) {
@@ -51,14 +64,7 @@ __device__ bool step_element(const StepParams& p, const uint8_t* in, uint8_t* ou
   bool result = !p.dilation;
   for (int t = 0; t < p.ntaps; ++t) {
     bool inside = true;
-    if (!interior) {
-#pragma unroll
-      for (int k = 0; k < kMaxBinarySpan; ++k) {
-        if (k >= p.nspan) break;
-        const int64_t c = (int64_t)coord[k] + p.offset[t][k];
-        inside = inside && c >= 0 && c < p.extent[k];
-      }
-    }
+    if (!interior) inside = tap_inside(p, coord, t);
     const bool set = inside ? in[(int64_t)i + p.flat[t]] != 0 : p.border != 0;
     if (set == p.dilation) {
       result = p.dilation;
@@ -201,9 +207,7 @@ StepParams make_params(const ArrayDesc& a, const std::vector<int64_t>& offsets, 
 template <class I>
 void launch(const uint8_t* in, uint8_t* out, const uint8_t* changeable, int64_t* last_change, int64_t step,
             bool zero_one, const StepParams& p, cudaStream_t stream) {
-  const int resident = resident_blocks_per_sm((const void*)binary_step_kernel<I>, kThreads);
-  const int64_t wanted = ((p.size + kGroup - 1) / kGroup + kThreads - 1) / kThreads;
-  const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>(wanted, (int64_t)resident * multiprocessors() * 4));
+  const int blocks = grid_stride_blocks((const void*)binary_step_kernel<I>, kThreads, (p.size + kGroup - 1) / kGroup);
   binary_step_kernel<I><<<blocks, kThreads, 0, stream>>>(in, out, changeable, last_change, step, zero_one, p);
   GF_CUDA_CHECK_LAUNCH();
 }
@@ -241,16 +245,6 @@ __device__ void join(int32_t* label, int32_t a, int32_t b) {
   }
 }
 
-__device__ __forceinline__ bool tap_inside(const StepParams& p, const uint32_t* coord, int t) {
-  bool inside = true;
-#pragma unroll
-  for (int k = 0; k < kMaxBinarySpan; ++k) {
-    if (k >= p.nspan) break;
-    const int64_t c = (int64_t)coord[k] + p.offset[t][k];
-    inside = inside && c >= 0 && c < p.extent[k];
-  }
-  return inside;
-}
 
 __global__ void __launch_bounds__(kThreads)
 label_init_kernel(const uint8_t* __restrict__ changeable, int32_t* __restrict__ label, uint8_t* __restrict__ reached,
@@ -316,11 +310,7 @@ label_result_kernel(const uint8_t* __restrict__ in, const int32_t* label, const 
     out[i] = in[i] != 0 || (label[i] >= 0 && reached[label[i]]);
 }
 
-int blocks_for(const void* kernel, int64_t size) {
-  const int64_t wanted = (size + kThreads - 1) / kThreads;
-  return (int)std::max<int64_t>(1, std::min<int64_t>(wanted, (int64_t)resident_blocks_per_sm(kernel, kThreads) *
-                                                                  multiprocessors() * 4));
-}
+int blocks_for(const void* kernel, int64_t size) { return grid_stride_blocks(kernel, kThreads, size); }
 
 }  // namespace
 

@@ -36,6 +36,11 @@ int multiprocessors();
 // microseconds).
 int resident_blocks_per_sm(const void* kernel, int threads, size_t shared = 0);
 
+// Blocks of `threads` for a grid-stride loop of `kernel` over `items` work
+// items, one a thread: enough to cover them, at most four times what the
+// device holds at once, at least one.
+int grid_stride_blocks(const void* kernel, int threads, int64_t items);
+
 // Stream-ordered device memory for a call's temporaries, on the current
 // device, from gpufilt's own pool of it (cudaMallocAsync's default pool while
 // the stream is being captured: the graph owns the allocation then). Unlike

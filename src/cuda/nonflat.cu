@@ -55,9 +55,7 @@ void launch_as(const E* in, const NonflatParams& p, O* out, cudaStream_t stream)
   const bool narrow = p.size <= (int64_t)INT32_MAX;  // (then i + the grid's stride cannot wrap)
   const void* kernel =
       narrow ? (const void*)nonflat_kernel<E, uint32_t, O> : (const void*)nonflat_kernel<E, int64_t, O>;
-  const int64_t wanted = (p.size + kThreads - 1) / kThreads;
-  const int64_t most = (int64_t)resident_blocks_per_sm(kernel, kThreads) * multiprocessors() * 4;
-  const int blocks = (int)std::max<int64_t>(1, std::min(wanted, most));
+  const int blocks = grid_stride_blocks(kernel, kThreads, p.size);
   if (narrow) nonflat_kernel<E, uint32_t, O><<<blocks, kThreads, 0, stream>>>(in, out, p);
   else nonflat_kernel<E, int64_t, O><<<blocks, kThreads, 0, stream>>>(in, out, p);
   GF_CUDA_CHECK_LAUNCH();

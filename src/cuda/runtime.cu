@@ -136,6 +136,12 @@ int multiprocessors() {
   return n;
 }
 
+int grid_stride_blocks(const void* kernel, int threads, int64_t items) {
+  const int64_t wanted = (items + threads - 1) / threads;
+  const int64_t most = (int64_t)resident_blocks_per_sm(kernel, threads) * multiprocessors() * 4;
+  return (int)std::max<int64_t>(1, std::min(wanted, most));
+}
+
 int resident_blocks_per_sm(const void* kernel, int threads, size_t shared) {
   // Never destroyed: a thread still launching during interpreter exit must
   // not meet a destroyed map or mutex.
