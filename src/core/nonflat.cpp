@@ -92,7 +92,7 @@ void check_nonflat_reads(const std::vector<int64_t>& shape, const std::vector<in
     if (shape[ax] > 0 && ax + 1 < ndim) last_base += (shape[ax] - 1) * padded_strides[ax];
   }
   for (int64_t off : offsets)
-    if (off < 0 || last_base + off + shape[ndim - 1] > padded_size)
+    if (off < 0 || off > padded_size - shape[ndim - 1] - last_base)  // (no sum that can overflow)
       throw std::invalid_argument("an offset reads outside padded");
 }
 
