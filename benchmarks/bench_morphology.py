@@ -64,6 +64,8 @@ def cases(quick):
     structure7 = cp.asarray(rng.integers(-2, 3, (7, 7)).astype(np.float64))
     structure27 = cp.asarray(rng.random((3, 3, 3)))
     spectrum = cp.fft.fftn(volume[:256, :256, :256])
+    spectrum_volume = cp.fft.fftn(volume)
+    half_plane = cp.fft.rfft2(plane)  # 8192 x 4097, the real transform along the last axis
     blobs2 = cnd.uniform_filter(plane, 9) > 0.5
     blobs3 = cnd.uniform_filter(volume, 5) > 0.5
     marker = cp.zeros(blobs2.shape, bool)
@@ -93,6 +95,10 @@ def cases(quick):
         ("fourier_gaussian, 256^3 complex64", lambda m: m.fourier_gaussian(spectrum, 2.0)),
         ("fourier_shift, 256^3 complex64", lambda m: m.fourier_shift(spectrum, 1.5)),
         ("fourier_ellipsoid, 256^3 complex64", lambda m: m.fourier_ellipsoid(spectrum, 3.0)),
+        ("fourier_uniform, 256^3 complex64", lambda m: m.fourier_uniform(spectrum, 5.0)),
+        (f"fourier_gaussian, {edge}^3 complex64", lambda m: m.fourier_gaussian(spectrum_volume, 2.0)),
+        ("fourier_gaussian, rfft2 of 8192^2 (n=8192)", lambda m: m.fourier_gaussian(half_plane, 2.0, n=8192)),
+        ("fourier_ellipsoid, rfft2 of 8192^2 (n=8192)", lambda m: m.fourier_ellipsoid(half_plane, 9.0, n=8192)),
     ]
 
 

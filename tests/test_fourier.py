@@ -141,3 +141,102 @@ def test_fourier_filters_run_on_the_given_stream(name, rng):
     ours = getattr(gnd, name)(data, FILTERS[name], stream=stream)
     stream.synchronize()
     np.testing.assert_allclose(ours.get(), getattr(snd, name)(spectrum, FILTERS[name]), rtol=1e-9, atol=1e-9)
+
+
+def _cupy_or_skip():
+    return pytest.importorskip("cupy")
+
+
+def _tolerance(dtype):
+    return 1e-6 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-9
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("shape", [(17,), (12, 9), (6, 7, 8), (3, 4, 5, 6)])
+@pytest.mark.parametrize("real_axis", [None, 0, -1])
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_on_cupy_match_scipy_across_dtypes(name, shape, real_axis, rng):
+    # float and complex data run in one CUDA pass (_cuda._fourier_multiply);
+    # integers take cupy's operations.
+    cupy = _cupy_or_skip()
+    if name == "fourier_ellipsoid" and len(shape) > 3:
+        return
+    spectrum, n = transform(rng, shape, real_axis)
+    axis = -1 if real_axis is None else real_axis
+    for data in (spectrum, spectrum.astype(np.complex64), spectrum.real.copy(), spectrum.real.astype(np.float32),
+                 (spectrum.real * 10).astype(np.int16)):
+        ours = getattr(gnd, name)(cupy.asarray(data), FILTERS[name], n=n, axis=axis)
+        theirs = getattr(snd, name)(data, FILTERS[name], n=n, axis=axis)
+        assert isinstance(ours, cupy.ndarray) and ours.dtype == theirs.dtype
+        np.testing.assert_allclose(ours.get(), theirs, rtol=_tolerance(theirs.dtype), atol=1e-9)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_on_cupy_any_layout_output_and_in_place(name, rng):
+    cupy = _cupy_or_skip()
+    spectrum, _ = transform(rng, (9, 10, 11))
+    parameters = (1.5, 0.5, 2.0)
+    # A strided view with a reversed axis, into a Fortran-order output of another dtype.
+    view = spectrum[::2, ::-1, 1:]
+    out = cupy.zeros(view.shape, np.complex64, order="F")
+    got = getattr(gnd, name)(cupy.asarray(spectrum)[::2, ::-1, 1:], parameters, output=out)
+    assert got is out
+    want = getattr(snd, name)(view, parameters, output=np.complex64)
+    np.testing.assert_allclose(out.get(), want, rtol=1e-6, atol=1e-6)
+    # The input itself as the output: written in place.
+    data = cupy.asarray(spectrum)
+    assert getattr(gnd, name)(data, parameters, output=data) is data
+    np.testing.assert_allclose(data.get(), getattr(snd, name)(spectrum, parameters), rtol=1e-9, atol=1e-9)
+    # An output overlapping the input otherwise still gets scipy's values.
+    data = cupy.asarray(spectrum)
+    shifted = data[:, :, 1:]
+    getattr(gnd, name)(data[:, :, :-1], parameters, output=shifted)
+    np.testing.assert_allclose(shifted.get(), getattr(snd, name)(spectrum[:, :, :-1], parameters), rtol=1e-9,
+                               atol=1e-9)
+    if name != "fourier_shift":
+        real = cupy.asarray(spectrum.real)
+        for dtype in (np.float32, np.float64, np.complex128):
+            got = getattr(gnd, name)(real, parameters, output=dtype)
+            want = getattr(snd, name)(spectrum.real, parameters, output=dtype)
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got.get(), want, rtol=_tolerance(dtype), atol=1e-9)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_cuda_fourier_pass_refuses_what_it_cannot_write(rng):
+    cupy = _cupy_or_skip()
+    cuda = gpufilt._dispatch.cuda_module()
+    data = cupy.asarray(transform(rng, (8, 9))[0])
+    tables = cupy.ones(17)
+    stream = cupy.cuda.get_current_stream().ptr
+    with pytest.raises(ValueError, match="inside tables"):
+        cuda._fourier_multiply(data, cupy.empty_like(data), tables, [0, 9], "product", stream)
+    with pytest.raises(ValueError, match="share no memory"):
+        cuda._fourier_multiply(data[:, :-1], data[:, 1:], tables, [0, 8], "product", stream)
+    with pytest.raises(ValueError, match="factor"):
+        cuda._fourier_multiply(data, cupy.empty_like(data), tables, [0, 8], "cosine", stream)
+    with pytest.raises(ValueError, match="phase"):
+        cuda._fourier_multiply(data.real.copy(), cupy.empty(data.shape), tables, [0, 8], "phase", stream)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_fourier_filters_refuse_cupy_data_not_aligned_to_its_item_size(rng):
+    # complex64 elements at odd multiples of 4 bytes, which cupy's own kernels cannot read
+    # either (a misaligned-address fault): a ValueError, the data untouched, the device usable.
+    cupy = _cupy_or_skip()
+    spectrum = transform(rng, (6, 8))[0].astype(np.complex64)
+    floats = cupy.zeros(spectrum.size * 2 + 1, np.float32)
+    floats[1:] = cupy.asarray(spectrum.view(np.float32).ravel())
+    shifted = floats[1:].view(np.complex64).reshape(spectrum.shape)
+    assert shifted.data.ptr % 8 == 4
+    for name in FILTERS:
+        with pytest.raises(ValueError, match="aligned"):
+            getattr(gnd, name)(shifted, FILTERS[name])
+    np.testing.assert_array_equal(floats[1:].get(), spectrum.view(np.float32).ravel())
+    np.testing.assert_allclose(gnd.fourier_gaussian(cupy.asarray(spectrum), 1.0).get(),
+                               snd.fourier_gaussian(spectrum, 1.0), rtol=1e-6, atol=1e-6)

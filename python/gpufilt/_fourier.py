@@ -4,9 +4,10 @@ Each filter multiplies the transform by a factor that is a product (or, for
 the ellipsoid and the shift, a function of a sum) of one small table per
 axis, indexed by the frequency of each element along that axis. The tables
 are computed in float64 on the host (a few values per axis, moved to the
-GPU for cupy arrays: parameters, not data); the products run in the input's
-library (numpy or cupy), in float64 as scipy's C code computes them, and are
-converted once to the output's dtype.
+GPU for cupy arrays: parameters, not data). The products run in float64 as
+scipy's C code computes them, converted once to the output's dtype: in one
+pass of the C++ core (numpy) or a CUDA kernel (cupy) for float and complex
+data, in the input's library for other dtypes.
 """
 from __future__ import annotations
 
@@ -118,32 +119,59 @@ def _apply(x, xp, factor, output, out_dtype, caller_output):
 _CORE_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 
-def _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase):
-    """x times the factor of per-axis `tables` (their product, or exp(i *
-    their sum) with `phase`) by the C++ core in one pass
-    (_core._fourier_multiply), for numpy data of the float dtypes; None
-    where it does not apply (cupy, other dtypes, an output that overlaps the
-    input other than element for element), and the caller computes it."""
-    if xp is not np or x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative or not x.flags.aligned:
+def _in_one_pass(x, xp, out_dtype, caller_output, tables, factor):
+    """x times the factor of per-axis `tables` in one pass (core/fourier.hpp:
+    factor "product" of their entries, "phase" exp(i * their sum), or, on the
+    GPU, "ellipsoid" of the sum of 2 or 3 axes' squares): by the C++ core for
+    numpy data, by the CUDA kernel for cupy data, of the float dtypes. None
+    where it does not apply (other dtypes, an output that overlaps the input
+    other than element for element), and the caller computes it."""
+    if x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative:
+        return None
+    if xp is np and (factor == "ellipsoid" or not x.flags.aligned):
+        return None
+    if xp is not np and x.ndim == 0:
         return None
     target = caller_output
-    if target is not None and (not isinstance(target, np.ndarray) or not target.dtype.isnative or
-                               not target.flags.aligned or
-                               (np.may_share_memory(x, target) and
-                                (target.__array_interface__["data"][0] != x.__array_interface__["data"][0] or
-                                 target.strides != x.strides))):
+    if target is not None and not _writable_apart_or_in_place(x, target, xp):
         return None
     if target is None:
-        target = np.empty(x.shape, out_dtype)
-    tables = [None if t is None else np.ascontiguousarray(t, dtype=np.float64) for t in tables]
-    _core._fourier_multiply(x, target, tables, phase)
+        target = xp.empty(x.shape, out_dtype)
+    if xp is np:
+        tables = [None if t is None else np.ascontiguousarray(t, dtype=np.float64) for t in tables]
+        _core._fourier_multiply(x, target, tables, factor == "phase")
+        return target
+    starts = np.cumsum([0] + [0 if t is None else t.size for t in tables])[:-1]
+    table_at = [-1 if t is None else int(at) for t, at in zip(tables, starts)]
+    entries = [t for t in tables if t is not None]
+    # One copy of the parameters to the device (cupy stages it through pinned memory: the host does not wait).
+    device_tables = xp.asarray(np.concatenate(entries) if entries else np.zeros(1), dtype=np.float64)
+    _dispatch.cuda_module()._fourier_multiply(x, target, device_tables, table_at, factor,
+                                              xp.cuda.get_current_stream().ptr)
     return target
+
+
+def _writable_apart_or_in_place(x, target, xp):
+    """Whether the one-pass kernels can write `target` for `x`: an array of
+    x's library, of a native dtype, sharing no memory with x or being x's
+    elements exactly."""
+    if not isinstance(target, xp.ndarray) or not target.dtype.isnative:
+        return False
+    if xp is np and not target.flags.aligned:  # (the CUDA pass refuses such cupy arrays, cupy cannot read them)
+        return False
+    if not xp.may_share_memory(x, target):
+        return True
+    return _data_pointer(target, xp) == _data_pointer(x, xp) and target.strides == x.strides
+
+
+def _data_pointer(a, xp):
+    return a.__array_interface__["data"][0] if xp is np else a.data.ptr
 
 
 def _apply_tables(x, xp, tables, output, out_dtype, caller_output):
     """_apply with the product of per-axis tables as the factor: in one pass
-    by the C++ core for numpy data, else by the input's library."""
-    done = _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase=False)
+    (_in_one_pass) for the float dtypes, else by the input's library."""
+    done = _in_one_pass(x, xp, out_dtype, caller_output, tables, "product")
     return done if done is not None else _apply(x, xp, _outer(tables, xp), output, out_dtype, caller_output)
 
 
@@ -284,13 +312,16 @@ def _ellipsoid(input, size, n, axis, output, grid=None):
         t = tables[0]
         with np.errstate(invalid="ignore", divide="ignore"):
             factor = np.where(t != 0, np.sin(t) / np.where(t != 0, t, 1.0), 1.0)  # one axis: a table
-        return _apply(x, xp, xp.asarray(factor), output, out_dtype, caller_output)
-    squares = [xp.asarray(t * t) for t in tables]
+        return _apply_tables(x, xp, [factor], output, out_dtype, caller_output)
+    squares = [t * t for t in tables]
+    done = _in_one_pass(x, xp, out_dtype, caller_output, squares, "ellipsoid")
+    if done is not None:
+        return done
     total = None
     for ax, sq in enumerate(squares):
         shape = [1] * x.ndim
         shape[ax] = sq.size
-        sq = sq.reshape(shape)
+        sq = xp.asarray(sq.reshape(shape))
         total = sq if total is None else total + sq
     r = xp.sqrt(total)
     safe = xp.where(r > 0.0, r, 1.0)
@@ -330,7 +361,7 @@ def _shift(input, shift, n, axis, output, grid=None):
               _own(-2.0 * math.pi * s / _period(length, ax, n, real_axis) * _frequencies(length, ax, n, real_axis),
                    ax, x, starts)
               for ax, (length, s) in enumerate(zip(whole, shifts))]
-    done = _on_cpu_core(x, xp, out_dtype, caller_output, tables, phase=True)
+    done = _in_one_pass(x, xp, out_dtype, caller_output, tables, "phase")
     if done is not None:
         return done
     phase = None

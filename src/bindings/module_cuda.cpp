@@ -184,6 +184,43 @@ void run_nonflat_extreme(py::handle padded, const py::array& heights, const py::
   cuda::nonflat_extreme(in.desc, offs, heights.data(), first_height, erosion, result.desc, stream);
 }
 
+// fourier_multiply (cuda/api.hpp) from Python: `tables` a C-contiguous float64
+// device array holding every axis's entries, axis ax's from table_at[ax]
+// (-1: none); `factor` "product", "phase" or "ellipsoid".
+void run_fourier_multiply(py::handle input, py::handle output, py::handle tables,
+                          const std::vector<int64_t>& table_at, const std::string& factor, intptr_t stream) {
+  CudaPolicy policy(stream);
+  ImportedArray in = import_array(input, "input", Access::Read, policy.options());
+  ImportedArray out = import_array(output, "output", Access::Write, policy.options());
+  ImportedArray entries = import_array(tables, "tables", Access::Read, policy.options());
+  static const char* const names[] = {"input", "output", "tables"};
+  require_device({&in, &out, &entries}, names, Device::CUDA);
+  const FourierFactor kind = factor == "product" ? FourierFactor::Product
+                             : factor == "phase" ? FourierFactor::Phase
+                             : factor == "ellipsoid" ? FourierFactor::Ellipsoid
+                             : throw py::value_error("factor must be 'product', 'phase' or 'ellipsoid'");
+  if (!same_shape(in.desc, out.desc)) throw py::value_error("output must have the shape of input");
+  if (may_overlap(in.desc, out.desc) && !same_layout(in.desc, out.desc))
+    throw py::value_error("output must be input itself or share no memory with it");
+  if (entries.desc.dtype != DType::Float64 || entries.desc.ndim != 1 || !c_contiguous(entries.desc))
+    throw py::value_error("tables must be a C-contiguous 1-d float64 array");
+  if ((int)table_at.size() != in.desc.ndim) throw py::value_error("table_at must give one start an axis");
+  for (int ax = 0; ax < in.desc.ndim; ++ax)
+    if (table_at[ax] < -1 || (table_at[ax] >= 0 && (table_at[ax] > entries.desc.shape[0] ||
+                                                   in.desc.shape[ax] > entries.desc.shape[0] - table_at[ax])))
+      throw py::value_error("table_at: an axis's entries must lie inside tables (or -1)");
+  for (const ImportedArray* a : {&in, &out}) {
+    const int64_t item = itemsize(a->desc.dtype);
+    bool aligned = reinterpret_cast<uintptr_t>(a->desc.data) % item == 0;
+    for (int ax = 0; ax < a->desc.ndim; ++ax) aligned = aligned && a->desc.strides[ax] % item == 0;
+    if (!aligned) throw py::value_error("input and output must be aligned to their item size (pointer and strides)");
+  }
+  policy.enter({&in, &out, &entries});
+  py::gil_scoped_release nogil;
+  cuda::fourier_multiply(in.desc, out.desc, reinterpret_cast<const double*>(entries.desc.data), table_at, kind,
+                         stream);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, m) {
@@ -226,6 +263,9 @@ PYBIND11_MODULE(_cuda, m) {
   m.def("_nonflat_extreme", &run_nonflat_extreme, py::arg("padded"), py::arg("heights"), py::arg("offsets"),
         py::arg("first_height"), py::arg("erosion"), py::arg("out"), py::arg("stream"),
         "Non-flat grey erosion or dilation (_core._nonflat_extreme) of a padded device array into `out`.");
+  m.def("_fourier_multiply", &run_fourier_multiply, py::arg("input"), py::arg("output"), py::arg("tables"),
+        py::arg("table_at"), py::arg("factor"), py::arg("stream"),
+        "output = input times the Fourier filters' factor of per-axis tables (cuda/api.hpp fourier_multiply).");
   m.attr("binary_max_taps") = cuda::kMaxBinaryTaps;
   m.attr("binary_max_span") = cuda::kMaxBinarySpan;
   m.def("binary_steps", &run_binary_steps, py::arg("source"), py::arg("first"), py::arg("second"),

@@ -14,17 +14,13 @@ template <class In, int PartsIn, class Out, int PartsOut>
 void row(const In* src, int64_t si, Out* dst, int64_t so, int64_t n, const double* last, double outer,
          FourierFactor factor) {
   auto one = [&](int64_t x, const In* a, Out* b) {
-    const double re = (double)a[0], im = PartsIn == 2 ? (double)a[1] : 0.0;
-    double out_re, out_im;
+    double out_re = (double)a[0], out_im = PartsIn == 2 ? (double)a[1] : 0.0;
+    const double terms = last ? factor_with(factor, outer, last[x]) : outer;
     if (factor == FourierFactor::Product) {
-      const double f = last ? outer * last[x] : outer;
-      out_re = f * re;
-      out_im = f * im;
+      out_re *= terms;
+      out_im *= terms;
     } else {
-      const double phase = last ? outer + last[x] : outer;
-      const double c = std::cos(phase), s = std::sin(phase);
-      out_re = re * c - im * s;
-      out_im = re * s + im * c;
+      rotate(terms, out_re, out_im);
     }
     b[0] = (Out)out_re;
     if (PartsOut == 2) b[1] = (Out)out_im;
@@ -40,7 +36,7 @@ template <class In, int PartsIn, class Out, int PartsOut>
 void run(const FourierArray& in, const FourierArray& out, const std::vector<int64_t>& shape,
          const std::vector<std::vector<double>>& tables, FourierFactor factor) {
   const size_t ndim = shape.size();
-  const double start = factor == FourierFactor::Product ? 1.0 : 0.0;  // scipy's
+  const double start = factor_start(factor);
   if (ndim == 0) {  // one element; no axis has a table
     row<In, PartsIn, Out, PartsOut>(reinterpret_cast<const In*>(in.data), PartsIn, reinterpret_cast<Out*>(out.data),
                                     PartsOut, 1, nullptr, start, factor);
@@ -56,8 +52,7 @@ void run(const FourierArray& in, const FourierArray& out, const std::vector<int6
     const char* src = in.data;
     char* dst = out.data;
     for (size_t ax = 0; ax + 1 < ndim; ++ax) {
-      if (!tables[ax].empty()) outer = factor == FourierFactor::Product ? outer * tables[ax][at[ax]]
-                                                                        : outer + tables[ax][at[ax]];
+      if (!tables[ax].empty()) outer = factor_with(factor, outer, tables[ax][at[ax]]);
       src += at[ax] * in.strides[ax];
       dst += at[ax] * out.strides[ax];
     }
@@ -84,6 +79,7 @@ void run_into(const FourierArray& in, const FourierArray& out, const std::vector
 
 void fourier_multiply(const FourierArray& in, const FourierArray& out, const std::vector<int64_t>& shape,
                       const std::vector<std::vector<double>>& tables, FourierFactor factor) {
+  if (factor == FourierFactor::Ellipsoid) throw std::invalid_argument("the CPU pass has no ellipsoid factor");
   for (int64_t n : shape)
     if (n == 0) return;
   const int64_t in_part = in.is_double ? 8 : 4, out_part = out.is_double ? 8 : 4;

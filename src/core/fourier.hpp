@@ -1,9 +1,13 @@
-// The Fourier filters' products on the CPU (gpufilt._fourier): every element
-// of a transform times a factor built from one small table per axis, in one
-// pass, as scipy's C loop computes it.
+// The Fourier filters' products (gpufilt._fourier): every element of a
+// transform times a factor built from one small table per axis, in one pass,
+// as scipy's C loop computes it. The CPU pass is fourier.cpp; the CUDA one,
+// cuda/fourier.cu, shares the arithmetic below.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "core/hostdevice.hpp"
 
 namespace gpufilt {
 
@@ -16,9 +20,40 @@ struct FourierArray {
 };
 
 enum class FourierFactor {
-  Product,  // the factor is the product of the axes' table entries, in axis order
-  Phase,    // the factor is exp(i * the sum of the axes' table entries), summed in axis order
+  Product,    // the product of the axes' table entries, in axis order
+  Phase,      // exp(i * the sum of the axes' table entries), summed in axis order
+  Ellipsoid,  // of r, the square root of the sum of the entries (squares): 2 J1(r) / r in 2-D,
+              // 3 (sin r - r cos r) / r^3 in 3-D, 1 where r is 0 (CUDA only)
 };
+
+// The factor's terms before any axis (scipy's start), and after one more
+// axis's table entry.
+GF_HD double factor_start(FourierFactor f) { return f == FourierFactor::Product ? 1.0 : 0.0; }
+GF_HD double factor_with(FourierFactor f, double terms, double entry) {
+  return f == FourierFactor::Product ? terms * entry : terms + entry;
+}
+
+// a * b - c * d, rounded as C rounds each operation (nvcc would otherwise
+// fuse a product into the subtraction, which scipy's C does not).
+GF_HD double products_difference(double a, double b, double c, double d) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(__dmul_rn(a, b), __dmul_rn(c, d));
+#else
+  return a * b - c * d;
+#endif
+}
+
+// The element (re, im) times exp(i * phase): a complex product with cos + i sin.
+GF_HD void rotate(double phase, double& re, double& im) {
+  const double c = cos(phase), s = sin(phase);
+  const double rotated_re = products_difference(re, c, im, s);
+#if defined(__CUDA_ARCH__)
+  im = __dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c));
+#else
+  im = re * s + im * c;
+#endif
+  re = rotated_re;
+}
 
 // out = in * factor, per element, the factor in double (scipy's order: the
 // factor's terms axis by axis, then the element's real and imaginary parts

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fourier.hpp"
 #include "core/separable.hpp"
 
 namespace gpufilt::cuda {
@@ -79,6 +80,15 @@ void binary_propagate(const ArrayDesc& source, const ArrayDesc& out, const Array
 constexpr int kMaxNonflatTaps = 1024;
 void nonflat_extreme(const ArrayDesc& padded, const std::vector<int64_t>& offsets, const void* heights,
                      double first_height, bool erosion, const ArrayDesc& out, intptr_t stream);
+
+// The Fourier filters' product (core/fourier.hpp) on the device: out = in
+// times the factor of per-axis tables, in (float32, float64, complex64 or
+// complex128) and out (complex for complex in or the phase) of one shape, any
+// strides, out either in itself or apart from it. Axis ax's entries are
+// tables[table_at[ax] + i] (device doubles; -1: the axis has none), which the
+// caller checks are inside. Enqueued on `stream`.
+void fourier_multiply(const ArrayDesc& in, const ArrayDesc& out, const double* tables,
+                      const std::vector<int64_t>& table_at, FourierFactor factor, intptr_t stream);
 
 // Sets the current device for a scope and restores the caller's after.
 class DeviceGuard {
