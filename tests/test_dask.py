@@ -134,6 +134,32 @@ def test_a_sequence_of_modes_and_axes():
         run_both("uniform_filter", data, chunks, size=4, axes=(1,), mode="wrap")
 
 
+def test_windows_over_axes_listed_out_of_order():
+    # scipy places a footprint's or structure's lengths on the listed axes in
+    # increasing order (a size, or an all-ones min/max footprint: in the given
+    # order; origins with the given axes): the halos cover every placement.
+    volume = rng.standard_normal((9, 8, 10))
+    footprint = np.array([[1, 0], [1, 1], [0, 0], [0, 1], [1, 0]], bool)  # 5 x 2, not all ones
+    heights = rng.integers(-2, 3, (5, 2)).astype(float)
+    for chunks in [(3, 2, 4), (9, 8, 3), (2, 8, 10)]:
+        for axes in [(2, 0), (1, 0), (2, 1)]:
+            for origin in (0, (2, 0), (-2, 0), (0, 1)):
+                for name, kwargs in [("minimum_filter", dict(footprint=footprint, mode="wrap")),
+                                     ("minimum_filter", dict(footprint=np.ones((5, 2), bool))),
+                                     ("correlate", dict(weights=heights, mode="mirror")),
+                                     ("convolve", dict(weights=heights)),
+                                     ("grey_dilation", dict(structure=heights)),
+                                     ("grey_closing", dict(footprint=footprint)),
+                                     ("uniform_filter", dict(size=(5, 2)))]:
+                    try:
+                        getattr(ndimage, name)(volume, axes=axes, origin=origin, **kwargs)
+                    except ValueError:  # an origin beyond the length placed on its axis, as scipy
+                        continue
+                    run_both(name, volume, chunks, axes=axes, origin=origin, **kwargs)
+        run_both("median_filter", volume, chunks, footprint=np.ones((5, 2, 1), bool), axes=(2, 1, 0),
+                 origin=(2, 0, 0))
+
+
 def test_a_halo_wider_than_the_array():
     data = DATA["float32"]
     for mode in MODES:

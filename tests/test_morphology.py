@@ -134,6 +134,87 @@ def test_nonflat_edge_inputs_as_scipy(name):
     assert (out == 7 + 1j).all()
 
 
+NONFLAT = ["grey_erosion", "grey_dilation", "grey_opening", "white_tophat", "morphological_gradient"]
+
+
+def _axes_cases(rng):
+    """(image, heights, axes, origin): elements over some axes of the input,
+    listed in any order (scipy: the element's axes land on them in increasing
+    order; origin k goes with axes[k], or with axis k when every axis is listed)."""
+    volume, plane = rng.random((5, 6, 7)), rng.random((6, 7))
+    heights = rng.integers(-3, 4, (3, 2)).astype(float)
+    for axes in [(2, 0), (0, 2), (1, 0), (2, 1)]:
+        for origin in (0, (1, 0), (0, -1)):
+            yield volume, heights, axes, origin
+    for origin in (0, (1, 0), (-1, 0)):
+        yield plane, heights, (1, 0), origin
+
+
+@pytest.mark.parametrize("name", NONFLAT)
+def test_nonflat_morphology_over_axes_in_any_order_as_scipy(name, rng):
+    for image, heights, axes, origin in _axes_cases(rng):
+        kwargs = dict(structure=heights, axes=axes, origin=origin)
+        same(outcome(getattr(gnd, name), image, **kwargs), outcome(getattr(snd, name), image, **kwargs),
+             (axes, origin))
+
+
+@pytest.mark.parametrize("name", NONFLAT)
+def test_nonflat_morphology_of_big_endian_data_as_scipy(name, rng):
+    """Non-native byte order: scipy's values, in the native dtype."""
+    heights = rng.integers(-3, 4, (3, 3)).astype(float)
+    for dtype in (">f8", ">i2", ">u4", ">f4"):
+        image = rng.integers(0, 100, (6, 7)).astype(dtype)
+        ours, theirs = getattr(gnd, name)(image, structure=heights), getattr(snd, name)(image, structure=heights)
+        assert ours.dtype == theirs.dtype and ours.dtype.isnative
+        same(ours, theirs, dtype)
+
+
+@pytest.mark.parametrize("name", ["binary_erosion", "binary_dilation", "grey_erosion", "grey_dilation"])
+def test_morphology_refuses_float_origins_and_bad_threads(name):
+    image = np.arange(42.0).reshape(6, 7) > 20
+    window = {"structure": np.ones((3, 3))} if name.startswith("grey") else {}
+    for origin in (0.5, 1.0, (0, 0.7)):
+        with pytest.raises(TypeError, match="origin"):
+            getattr(gnd, name)(image, origin=origin, **window)
+    assert isinstance(outcome(getattr(snd, name), image, origin=0.5, **window), Exception)
+    for threads, error in ((0, ValueError), (-3, ValueError), ("a", TypeError), (1.5, TypeError)):
+        with pytest.raises(error, match="threads"):
+            getattr(gnd, name)(image, threads=threads, **window)
+
+
+@pytest.mark.parametrize("name", ["binary_erosion", "binary_dilation"])
+def test_binary_outputs_as_scipy(name, rng):
+    """An output dtype still gives bool (scipy's rule); an output array of
+    another shape raises scipy's RuntimeError before anything is written."""
+    image = rng.random((8, 9)) > 0.4
+    for dtype in (np.float32, np.int64, bool):
+        ours, theirs = getattr(gnd, name)(image, output=dtype), getattr(snd, name)(image, output=dtype)
+        assert ours.dtype == theirs.dtype == np.bool_
+        same(ours, theirs)
+    for shape in ((4, 9), (9, 8), (1, 9), (8, 9, 1)):
+        out = np.full(shape, True)
+        with pytest.raises(RuntimeError, match="output shape"):
+            getattr(gnd, name)(image, output=out)
+        assert out.all()
+
+
+@pytest.mark.parametrize("name", ["binary_erosion", "binary_dilation"])
+def test_binary_iteration_counts_scipys_c_code_cannot_take(name):
+    """scipy's C code takes the steps after the first as a C int when the
+    element's centre is set and brute_force is off: OverflowError beyond,
+    and any count otherwise."""
+    image = np.zeros((6, 7), bool)
+    image[2:4, 2:5] = True
+    corner = np.array([[1, 0, 0], [0, 0, 0], [0, 0, 0]], bool)  # centre unset
+    for kwargs in ({"iterations": 2**31}, {"iterations": 2**31 + 1}, {"iterations": 2**32 + 1},
+                   {"iterations": -2**31 + 1}, {"iterations": -2**31}):
+        same(outcome(getattr(gnd, name), image, **kwargs), outcome(getattr(snd, name), image, **kwargs), kwargs)
+    # (scipy would run every one of these steps in Python; 40 already change nothing.)
+    for kwargs in ({"brute_force": True}, {"structure": corner}):
+        same(getattr(gnd, name)(image, iterations=2**32 + 1, **kwargs),
+             getattr(snd, name)(image, iterations=40, **kwargs), kwargs)
+
+
 BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
 
 
@@ -381,8 +462,9 @@ def test_morphology_takes_lists_as_scipy_does():
 
 
 def test_a_huge_iteration_count_ends_once_nothing_changes(rng):
+    # (brute_force: scipy's C code would refuse a count beyond a C int otherwise, as gpufilt does)
     image = rng.random((30, 31)) < 0.6
-    same(gnd.binary_erosion(image, iterations=10**12), snd.binary_erosion(image, iterations=0))
+    same(gnd.binary_erosion(image, iterations=10**12, brute_force=True), snd.binary_erosion(image, iterations=0))
 
 
 def _random_binary_case(rng, repeat_until_stable):

@@ -130,12 +130,17 @@ def check_axes(axes, ndim: int) -> tuple:
     return axes
 
 
-def check_origin(origin, taps: int) -> int:
+def origin_index(origin) -> int:
+    """An origin as an int: a TypeError for anything but an integer."""
     origin = _scalar(origin)
     try:
-        origin = operator.index(origin)
+        return operator.index(origin)
     except TypeError:
         raise TypeError(f"origin must be an integer, not {type(origin).__name__}") from None
+
+
+def check_origin(origin, taps: int) -> int:
+    origin = origin_index(origin)
     if not -(taps // 2) <= origin <= (taps - 1) // 2:
         raise ValueError(f"invalid origin {origin} for a filter of size {taps}; origin must "
                          f"satisfy -(size // 2) <= origin <= (size - 1) // 2")

@@ -53,7 +53,7 @@ def _dilation_origins(axes, origin, shape_of):
     origins = _args.normalize_sequence(origin, len(axes), "origin")
     result = []
     for i, o in enumerate(origins):
-        o = -int(o)
+        o = -_args.origin_index(o)
         if not shape_of(i) & 1:
             o -= 1
         result.append(o)
@@ -96,8 +96,12 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     over the padded input (core/nonflat.hpp); cupy: the CUDA twin of that
     pass (up to 1024 taps); float16 and more taps: the input's library, a
     pass per element."""
+    if threads is not None:
+        _args.check_threads(threads)
     xp = _library_of(input)
     x = xp.asarray(input)
+    if not x.dtype.isnative:  # (numpy only) the kernels read native numbers; scipy returns native ones
+        x = x.astype(x.dtype.newbyteorder("="))
     if x.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     _check_output_array(output)
@@ -111,8 +115,14 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         raise ArgumentError("structure array has incorrect shape")
     if heights.shape != mask.shape:
         raise ArgumentError("structure and footprint must have the same shape")
-    origins = [int(_args._scalar(o)) for o in _args.normalize_sequence(origin, len(axes), "origin")]
+    # scipy's placement: the element's axes land on `axes` in increasing order, the origins as
+    # _expand_origins says; from here on every axis of the input is one of the element's.
+    ndimage = _ndimage()
+    heights = ndimage._expand_to_input(x.ndim, axes, heights, "structure")
+    mask = ndimage._expand_to_input(x.ndim, axes, mask, "footprint")
+    origins = [_args.origin_index(o) for o in ndimage._expand_origins(x.ndim, axes, origin)]
     modes = _args.normalize_sequence(mode, len(axes), "mode")
+    axes = tuple(range(x.ndim))
     if len(set(modes)) > 1:
         raise ArgumentError("A sequence of modes is not supported for non-separable footprints")
     mode = modes[0] if modes else mode if isinstance(mode, str) else "reflect"  # (0-d: no axis, no mode)
@@ -128,7 +138,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     if not taps:
         raise ValueError("All-zero footprint is not supported.")
     if x.size == 0:
-        return _store(xp.zeros(x.shape, np.float64), input, output, xp)
+        return _store(xp.zeros(x.shape, np.float64), x, output, xp)
     if x.ndim and x.dtype != np.float16 and (xp is np or len(taps) <= _dispatch.cuda_module().nonflat_max_taps):
         signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
         arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion)
@@ -140,8 +150,8 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
                 return result
         else:
             result = _nonflat_padded(np, *arguments) if threads is None else \
-                _ndimage()._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
-        return _store(result, input, output, xp)
+                ndimage._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
+        return _store(result, x, output, xp)
     # scipy reads a bool's byte as a number (its own results store bytes other than 0 and 1).
     values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.float64)
     kwargs = {}
@@ -160,7 +170,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
             continue
         term = _c_cast(shifted + float(_c_cast(np.array(height), x.dtype, np)), x.dtype, xp)
         result = xp.where(term < result if erosion else term > result, term, result)
-    return _store(result, input, output, xp)
+    return _store(result, x, output, xp)
 
 
 def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, dtype=np.float64):
@@ -572,7 +582,11 @@ def _check_c_long(iterations):
 def _border_value(value):
     """`border_value` as scipy's C code takes it: an integer (not a float)
     that fits in a C int."""
-    value = operator.index(value)  # its TypeError: "... cannot be interpreted as an integer"
+    return _c_int(operator.index(value))  # its TypeError: "... cannot be interpreted as an integer"
+
+
+def _c_int(value):
+    """An int that scipy's C code takes as a C int: OverflowError beyond."""
     if value > 2**31 - 1:
         raise OverflowError("signed integer is greater than maximum")
     if value < -2**31:
@@ -580,8 +594,8 @@ def _border_value(value):
     return value
 
 
-def _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation, stream=None,
-            threads=None):
+def _binary(input, structure, iterations, mask, output, border_value, origin, axes, dilation, brute_force=False,
+            stream=None, threads=None):
     """binary_erosion (dilation=False) or binary_dilation: the minimum (or
     maximum over the reflected element) of the 0/1 image, the border value
     beyond the edges, repeated `iterations` times (until nothing changes
@@ -591,17 +605,22 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     if src.dtype.kind == "c":
         raise TypeError("Complex type not supported")
     iterations = _iterations(iterations)
+    if threads is not None:
+        _args.check_threads(threads)
     axes = _args.check_axes(axes, src.ndim)
     element = _binary_structure(structure, src.ndim, axes)
     origins = list(_args.normalize_sequence(origin, len(axes), "origin"))
     full_origins = [0] * src.ndim
     for ax, o in zip(axes, origins):
-        full_origins[ax] = int(_args._scalar(o))
+        full_origins[ax] = _args.origin_index(o)
     if dilation:
         element = _reversed(element)
         full_origins = [-o - (0 if n & 1 else 1) for o, n in zip(full_origins, element.shape)]
     for o, n in zip(full_origins, element.shape):
         _args.check_origin(o, n)
+    if iterations != 1 and not brute_force and element[tuple(n // 2 + o for n, o in zip(element.shape,
+                                                                                      full_origins))]:
+        _c_int(iterations - 1)  # scipy's C code takes the steps after the first as a C int
     mask_src = None if mask is None else nd._filter_input(mask)
     if mask_src is not None:
         if tuple(mask_src.shape) != tuple(src.shape):
@@ -612,6 +631,8 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
     if output is not None and not _is_dtype(output) and _dispatch.dtype_kind(nd.output_dtype_of(output)) == "c":
         raise TypeError("Complex output type not supported")
     _check_output_array(output)
+    if output is not None and not _is_dtype(output) and tuple(output.shape) != tuple(src.shape):
+        raise ArgumentError("output shape not correct")
     xp = _library_of(src.obj)
     # Everything on `stream`, the library's own operations too: on cupy's
     # current stream, `input != 0` could read an input that work queued on
@@ -620,7 +641,7 @@ def _binary(input, structure, iterations, mask, output, border_value, origin, ax
         values = _repeated_steps(xp, src.obj, None if mask_src is None else mask_src.obj, element, full_origins,
                                  dilation, border_value != 0, iterations, stream, threads)
         if output is None or _is_dtype(output):
-            return values if output in (None, bool, np.bool_) else values.astype(output)
+            return values  # scipy's: bool, whatever dtype is asked
         output[...] = values
     return output
 
@@ -806,7 +827,8 @@ def _spread_on_cpu(values, keep, offsets, dilation, border):
 def binary_erosion(input: Any, structure: Any = None, iterations: int = 1, mask: Any = None, output: Any = None,
                    border_value: int = 0, origin: Any = 0, brute_force: bool = False, *,
                    axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
-    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, False, stream, threads)
+    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, False, brute_force,
+                   stream, threads)
 
 
 @_docs.filter_doc(
@@ -827,7 +849,8 @@ def binary_erosion(input: Any, structure: Any = None, iterations: int = 1, mask:
 def binary_dilation(input: Any, structure: Any = None, iterations: int = 1, mask: Any = None, output: Any = None,
                     border_value: int = 0, origin: Any = 0, brute_force: bool = False, *,
                     axes: Any = None, stream: Any = None, threads: int | None = None) -> Any:
-    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, True, stream, threads)
+    return _binary(input, structure, iterations, mask, output, border_value, origin, axes, True, brute_force,
+                   stream, threads)
 
 
 @_docs.filter_doc(

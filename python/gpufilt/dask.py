@@ -107,9 +107,21 @@ def _windows(ndim, a, flipped=False, repeat=1, symmetric=False, default_size=Non
     axes = _args.check_axes(a.get("axes"), ndim)
     shape = _window_shape(ndim, axes, a.get("size"), a.get("footprint"), a.get("structure"), default_size)
     origins = _args.normalize_sequence(a.get("origin", 0), len(axes), "origin")
+    pairs = list(zip(shape, origins))
+    if list(axes) != sorted(axes):
+        # Listed out of order, scipy places a window's lengths and origins on
+        # the axes by rules that differ between a size, a full footprint and
+        # any other (ndimage's _expand_to_input, _expand_origins), and a
+        # flipped window's origin moves by the length of another axis: every
+        # axis here gets the widest reach of any length with any origin,
+        # moved or not.
+        moved = [m for o in origins for m in (int(_args._scalar(o)), -int(_args._scalar(o)),
+                                              -int(_args._scalar(o)) - 1)]
+        widest = [max(sides) for sides in zip(*(_window(s, o) for s in shape for o in moved))]
+        pairs = [None] * len(axes)
     reach = []
-    for s, o in zip(shape, origins):
-        before, after = _window(s, _args._scalar(o), flipped)
+    for pair in pairs:
+        before, after = widest if pair is None else _window(pair[0], _args._scalar(pair[1]), flipped)
         if symmetric:  # composite operations (an erosion, then a flipped dilation): the wider side, twice
             before = after = max(before, after)
         reach.append((before * repeat, after * repeat))
