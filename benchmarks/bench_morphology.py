@@ -90,6 +90,7 @@ def cases(quick):
         (f"binary_opening 3^3 cross, {edge}^3", lambda m: m.binary_opening(mask3)),
         ("binary_fill_holes, 2048^2", lambda m: m.binary_fill_holes(mask2[:2048, :2048])),
         ("binary_fill_holes, blobs 8192^2", lambda m: m.binary_fill_holes(blobs2)),
+        (f"binary_fill_holes, blobs {edge}^3", lambda m: m.binary_fill_holes(blobs3)),
         ("binary_propagation, blobs 8192^2", lambda m: m.binary_propagation(marker, mask=blobs2)),
         *binary_sweep(plane, blobs2, blobs3, edge),
         ("fourier_gaussian, 256^3 complex64", lambda m: m.fourier_gaussian(spectrum, 2.0)),

@@ -107,10 +107,59 @@ __device__ __forceinline__ uint32_t nonzero_bytes(uint32_t w) {
   return w & kOnes;
 }
 
+// n clamped to a group's element numbers, 0 to kGroup.
+__device__ __forceinline__ int within_group(int64_t n) { return n < 0 ? 0 : n > kGroup ? kGroup : (int)n; }
+
+// The bytes of a word below byte n (0 to 4).
+__device__ __forceinline__ uint32_t bytes_below(int n) {
+  return n >= 4 ? 0xFFFFFFFFu : (1u << (8 * n)) - 1u;
+}
+
+// Whether tap t of an element at `coord` leaves the array along an axis
+// other than the row's (then it does for the whole group: one row).
+template <class I>
+__device__ __forceinline__ bool tap_leaves_across(const StepParams& p, const I* coord, int t) {
+  bool leaves = false;
+#pragma unroll
+  for (int k = 1; k < kMaxBinarySpan; ++k) {
+    if (k >= p.nspan) break;
+    const int64_t c = (int64_t)coord[k] + p.offset[t][k];
+    leaves = leaves || c < 0 || c >= p.extent[k];
+  }
+  return leaves;
+}
+
+// A group's words of tap t (0/1 or 0/nonzero bytes), with the border value
+// where the tap leaves the array: for the whole group across the row's axis
+// (`across_edge`: the group is near an edge there), or for the elements whose
+// tap leaves the row (`row_edge`: the group is near an end of its row).
+template <class I>
+__device__ __forceinline__ void tap_words(const StepParams& p, const uint8_t* in, I i0, const I* coord, int t,
+                                          bool across_edge, bool row_edge, uint32_t* words) {
+  const uint32_t border = p.border ? kOnes : 0u;
+  if (across_edge && tap_leaves_across(p, coord, t)) {
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) words[k] = border;
+    return;
+  }
+  load_words(in + (int64_t)i0 + p.flat[t], words);
+  if (!row_edge) return;
+  // Elements e of the group read row element coord[0] + e + offset: inside for first <= e < last.
+  const int64_t shift = (int64_t)coord[0] + p.offset[t][0];
+  const int first = within_group(-shift), last = within_group(p.extent[0] - shift);
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) {
+    const int at = 4 * k;
+    const uint32_t outside = bytes_below(min(4, max(0, first - at))) | ~bytes_below(min(4, max(0, last - at)));
+    words[k] = (words[k] & ~outside) | (border & outside);
+  }
+}
+
 // One step from `in` to `out` (0/nonzero bytes in; 0/1 out, 16-byte
-// aligned), kGroup elements a thread: a group inside one row whose taps all
-// lie inside the array takes kWords words a tap (AND for erosion, OR for
-// dilation of 0/1 bytes); the rest go element by element. `zero_one`: `in`
+// aligned), kGroup elements a thread: a group inside one row takes kWords
+// words a tap (AND for erosion, OR for dilation of 0/1 bytes), the border
+// value put in where a tap leaves the array; groups across two rows and those
+// whose words could leave the array go element by element. `zero_one`: `in`
 // holds only 0 and 1 (the operation's own buffers), so its words need no
 // normalising.
 // `last_change` holds the number of the last step that changed an element.
@@ -129,18 +178,23 @@ binary_step_kernel(const uint8_t* __restrict__ in, uint8_t* __restrict__ out, co
   for (I g = (I)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
     const I i0 = g * kGroup;
     I coord[kMaxBinarySpan];
-    const bool interior = locate(p, i0, coord);
-    if (!interior || (int64_t)i0 < p.word_begin || (int64_t)i0 >= p.word_end ||
-        (int64_t)coord[0] + kGroup - 1 >= p.hi[0]) {
+    locate(p, i0, coord);
+    if (p.nspan == 0 || (int64_t)coord[0] + kGroup > p.extent[0] || (int64_t)i0 < p.word_begin ||
+        (int64_t)i0 >= p.word_end) {
       for (I i = i0; i < i0 + kGroup && i < size; ++i) changed = step_element(p, in, out, changeable, i) || changed;
       continue;
     }
+    const bool row_edge = (int64_t)coord[0] < p.lo[0] || (int64_t)coord[0] + kGroup > p.hi[0];
+    bool across_edge = false;
+#pragma unroll
+    for (int k = 1; k < kMaxBinarySpan; ++k)
+      if (k < p.nspan) across_edge = across_edge || (int64_t)coord[k] < p.lo[k] || (int64_t)coord[k] >= p.hi[k];
     uint32_t result[kWords], words[kWords];
 #pragma unroll
     for (int k = 0; k < kWords; ++k) result[k] = start;
     bool decided = false;
     for (int t = 0; t < p.ntaps && !decided; ++t) {
-      load_words(in + (int64_t)i0 + p.flat[t], words);
+      tap_words(p, in, i0, coord, t, across_edge, row_edge, words);
       decided = true;
 #pragma unroll
       for (int k = 0; k < kWords; ++k) {
@@ -228,11 +282,31 @@ __device__ __forceinline__ int32_t find_root(const volatile int32_t* label, int3
   return x;
 }
 
+// The root of x's tree, each element passed on the way given its
+// grandparent as parent (path halving). By atomicMin, never a plain store:
+// a join may lower that parent meanwhile, and the smaller of the two, both
+// on the way to the root, stays. (A join whose root stopped being one before
+// its atomicMin sees the new parent and joins again from there, halving or
+// not.)
+__device__ __forceinline__ int32_t find_halving(int32_t* label, int32_t x) {
+  while (true) {
+    const int32_t parent = ((volatile int32_t*)label)[x];
+    if (parent == x) return x;
+    const int32_t grand = ((volatile int32_t*)label)[parent];
+    if (grand == parent) return parent;
+    atomicMin(&label[x], grand);
+    x = grand;
+  }
+}
+
 // Joins the trees of a and b: the larger root takes the smaller as parent.
+// (Path halving on the way measured 7.5 against 9.5 ms for the joins and
+// the rest of binary_fill_holes of 8192^2 blobs on an H200, 21.5 against
+// 32.7 on 512^3; tiles joined in shared memory first were slower, 10.0.)
 __device__ void join(int32_t* label, int32_t a, int32_t b) {
   while (true) {
-    a = find_root(label, a);
-    b = find_root(label, b);
+    a = find_halving(label, a);
+    b = find_halving(label, b);
     if (a == b) return;
     if (a < b) {
       const int32_t t = a;
