@@ -667,6 +667,10 @@ def test_nonflat_morphology_on_cupy_arrays_whole_range_and_layouts(name, dtype, 
     out = cupy.zeros(volume.shape, np.float64)
     assert getattr(gnd, name)(cupy.asarray(volume), structure=heights, output=out) is out
     same(out.get(), getattr(snd, name)(volume, structure=heights, output=np.float64))
+    for shape, element in (((1000,), (5,)), ((4, 5, 6, 37), (2, 3, 1, 3))):  # 1-d rows; 4-d planes
+        image = full_range_image(rng, shape, dtype)
+        kwargs = dict(structure=rng.integers(-9, 9, element).astype(float), mode="mirror")
+        same(getattr(gnd, name)(cupy.asarray(image), **kwargs).get(), getattr(snd, name)(image, **kwargs), shape)
     if dtype == "float32":  # 35^2 = 1225 taps: beyond the kernel's parameters, cupy's passes
         plane, big = volume[0].astype(np.float32), rng.random((35, 35))
         same(getattr(gnd, name)(cupy.asarray(plane), structure=big).get(), getattr(snd, name)(plane, structure=big))

@@ -157,7 +157,9 @@ def _writable_apart_or_in_place(x, target, xp):
     elements exactly."""
     if not isinstance(target, xp.ndarray) or not target.dtype.isnative:
         return False
-    if xp is np and not target.flags.aligned:  # (the CUDA pass refuses such cupy arrays, cupy cannot read them)
+    # An unaligned numpy output takes numpy's path; the CUDA pass refuses a cupy array not aligned to its
+    # item size (ValueError), which cupy's own kernels cannot read either.
+    if xp is np and not target.flags.aligned:
         return False
     if not xp.may_share_memory(x, target):
         return True
