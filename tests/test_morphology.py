@@ -118,6 +118,24 @@ def test_nonflat_morphology_whole_range_layouts_and_threads(name, dtype, rng, cp
          outcome(getattr(snd, name), line, structure=heights[0, 0]))
 
 
+@pytest.mark.parametrize("name", ["grey_erosion", "grey_dilation"])
+def test_nonflat_float32_terms_between_floats_as_scipy(name, rng, cpu_isa):
+    """float32 data keeps its running extremum in floats against the first
+    term rounded outwards: first terms that fall between two floats, beyond
+    the float range, at signed zeros, subnormals and NaN, bit for bit."""
+    tiny, big = np.float32(1e-45), np.finfo(np.float32).max
+    values = np.array([0.0, -0.0, tiny, -tiny, 1.0, np.nextafter(np.float32(1), np.float32(2)), big, -big,
+                       np.inf, -np.inf, np.nan, 3.5], np.float32)
+    heights_pool = [0.0, -0.0, 1e-9, -1e-9, 0.5, -0.5, 1e38, -1e38, 3e38, -3e38, 1e-300, -1e-300]
+    for _ in range(20):
+        image = rng.choice(values, (7, 9, 10))
+        heights = rng.choice(heights_pool, (3, 2, 3))
+        for mode in ("reflect", "constant"):
+            kwargs = dict(structure=heights, mode=mode, cval=float(rng.choice(values[:-2])))
+            same(outcome(getattr(gnd, name), image, **kwargs), outcome(getattr(snd, name), image, **kwargs),
+                 (heights, mode))
+
+
 @pytest.mark.parametrize("name", GREY)
 def test_nonflat_edge_inputs_as_scipy(name):
     """0-d and empty inputs give scipy's results; a complex output raises
