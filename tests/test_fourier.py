@@ -53,7 +53,7 @@ def test_fourier_filters_per_axis_parameters_and_outputs(name, rng):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["fourier_gaussian", "fourier_uniform", "fourier_shift"])
+@pytest.mark.parametrize("name", FILTERS)
 def test_fourier_filters_on_any_layout_and_in_place(name, rng):
     # numpy data of the float dtypes runs in one C++ pass (_core._fourier_multiply)
     # over any strides; an output that is the input itself is written in place,
@@ -80,6 +80,18 @@ def test_fourier_filters_on_any_layout_and_in_place(name, rng):
         getattr(gnd, name)(spectrum, parameter, output=out)
         np.testing.assert_allclose(out, getattr(snd, name)(spectrum, parameter, output=dtype),
                                    rtol=1e-6 if dtype == np.complex64 else 1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 65), (600, 1800)])
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_on_transforms_large_enough_for_threads(name, shape, rng):
+    # The C++ pass shares rows among threads from about a million element-operations.
+    spectrum = np.fft.rfftn(rng.normal(size=shape[:-1] + (2 * shape[-1] - 2,))).astype(np.complex64)
+    n = 2 * shape[-1] - 2
+    ours = getattr(gnd, name)(spectrum, FILTERS[name], n=n)
+    theirs = getattr(snd, name)(spectrum, FILTERS[name], n=n)
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
 
 
 @pytest.mark.parametrize("name", FILTERS)

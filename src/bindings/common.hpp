@@ -17,12 +17,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "bindings/interop.hpp"
 #include "core/elementwise.hpp"
 #include "core/footprint.hpp"
+#include "core/fourier.hpp"
 #include "core/separable.hpp"
 
 namespace gpufilt {
@@ -71,6 +73,15 @@ struct ReleaseGilFor {
 };
 
 // The taps of all passes, saturating at INT64_MAX (windows may be huge).
+// The Fourier filters' factor by its binding name: "product", "phase" or
+// "ellipsoid" (core/fourier.hpp); ValueError otherwise.
+inline FourierFactor fourier_factor(const std::string& name) {
+  if (name == "product") return FourierFactor::Product;
+  if (name == "phase") return FourierFactor::Phase;
+  if (name == "ellipsoid") return FourierFactor::Ellipsoid;
+  throw pybind11::value_error("factor must be 'product', 'phase' or 'ellipsoid'");
+}
+
 inline int64_t total_taps(const std::vector<LinePass>& passes) {
   int64_t taps = 0;
   for (const LinePass& p : passes)

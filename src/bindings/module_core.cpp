@@ -189,7 +189,9 @@ FourierArray fourier_array(const py::array& a, const char* name) {
 }
 
 void register_fourier(py::module_& m) {
-  m.def("_fourier_multiply", [](const py::array& input, py::array& output, const py::list& tables, bool phase) {
+  m.def("_fourier_multiply", [](const py::array& input, py::array& output, const py::list& tables,
+                                 const std::string& factor) {
+    const FourierFactor kind = fourier_factor(factor);
     const FourierArray in = fourier_array(input, "input"), out = fourier_array(output, "output");
     if (!output.writeable()) throw py::value_error("output must be writable");
     if (input.ndim() != output.ndim() || !std::equal(input.shape(), input.shape() + input.ndim(), output.shape()))
@@ -205,10 +207,10 @@ void register_fourier(py::module_& m) {
       entries[ax].assign(t.data(), t.data() + t.shape(0));
     }
     py::gil_scoped_release nogil;
-    fourier_multiply(in, out, shape, entries, phase ? FourierFactor::Phase : FourierFactor::Product);
-  }, py::arg("input"), py::arg("output"), py::arg("tables"), py::arg("phase"),
-     "output = input times the Fourier filters' factor (core/fourier.hpp): the product of the per-axis "
-     "tables' entries, or exp(i * their sum) with phase=True.");
+    fourier_multiply(in, out, shape, entries, kind);
+  }, py::arg("input"), py::arg("output"), py::arg("tables"), py::arg("factor"),
+     "output = input times the Fourier filters' factor (core/fourier.hpp) of the per-axis tables: 'product' of "
+     "their entries, 'phase' exp(i * their sum), or 'ellipsoid' of their sum (2-D and 3-D).");
 }
 
 

@@ -195,10 +195,7 @@ void run_fourier_multiply(py::handle input, py::handle output, py::handle tables
   ImportedArray entries = import_array(tables, "tables", Access::Read, policy.options());
   static const char* const names[] = {"input", "output", "tables"};
   require_device({&in, &out, &entries}, names, Device::CUDA);
-  const FourierFactor kind = factor == "product" ? FourierFactor::Product
-                             : factor == "phase" ? FourierFactor::Phase
-                             : factor == "ellipsoid" ? FourierFactor::Ellipsoid
-                             : throw py::value_error("factor must be 'product', 'phase' or 'ellipsoid'");
+  const FourierFactor kind = fourier_factor(factor);
   if (!same_shape(in.desc, out.desc)) throw py::value_error("output must have the shape of input");
   if (may_overlap(in.desc, out.desc) && !same_layout(in.desc, out.desc))
     throw py::value_error("output must be input itself or share no memory with it");

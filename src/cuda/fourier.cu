@@ -23,15 +23,6 @@ struct FourierParams {
   int64_t planes;                // the product of those axes' lengths: the grid's z covers them
 };
 
-// The ellipsoid's factor of the summed squares (scipy's arithmetic; CUDA's j1
-// in place of scipy's copy of Cephes', a few units in the last place apart).
-__device__ double ellipsoid_factor(double sum_of_squares, int ndim) {
-  const double r = sqrt(sum_of_squares);
-  if (!(r > 0.0)) return 1.0;
-  if (ndim == 2) return 2.0 * j1(r) / r;
-  return __dmul_rn(3.0, __dsub_rn(sin(r), __dmul_rn(r, cos(r)))) / (r * r * r);
-}
-
 // The index along axis `ax` (before the last two) of plane z: z itself for
 // 3-D data, else by division (in 32 bits where the planes allow: 64-bit
 // division costs a hundred instructions).
