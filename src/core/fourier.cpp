@@ -52,7 +52,8 @@ void run(const FourierArray& in, const FourierArray& out, const std::vector<int6
   for (size_t ax = 0; ax + 1 < ndim; ++ax) rows *= shape[ax];
   const std::vector<double>& last = tables[ndim - 1];
   const int64_t n = shape[ndim - 1];
-  // Threads take rows: worth it where a row's factor needs more than a multiply (cos, sin, sqrt, J1).
+  // Threads take rows from about a million element-operations: a product counts one, a phase's or an
+  // ellipsoid's factor (cos, sin, sqrt) sixteen.
   const int threads = cpu_max_threads();
   const int64_t work = rows * n * (factor == FourierFactor::Product ? 1 : 16);
   parallel_region(threads > 1 && work > (1 << 20), threads, [&] {
