@@ -160,6 +160,15 @@ def test_windows_over_axes_listed_out_of_order():
                  origin=(2, 0, 0))
 
 
+def test_a_mode_for_each_axis_listed_out_of_order():
+    # modes[k] goes with axes[k] (scipy's order): the wrapped axis gets the halo across the ends.
+    data = DATA["float64"]
+    for chunks in [(2, 2), (1, 3), (13, 4)]:
+        run_both("minimum_filter", data, chunks, size=(3, 1), axes=(1, 0), mode=["mirror", "wrap"])
+        run_both("uniform_filter", data, chunks, size=(4, 3), axes=(1, 0), mode=["wrap", "nearest"])
+        run_both("gaussian_filter", data, chunks, sigma=(1.0, 2.0), axes=(1, 0), mode=["grid-wrap", "reflect"])
+
+
 def test_a_halo_wider_than_the_array():
     data = DATA["float32"]
     for mode in MODES:

@@ -4,6 +4,8 @@ dtypes, output dtypes and arrays. SciPy's own test_fourier.py runs too
 (test_scipy_suite.py)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import ndimage as snd
@@ -104,6 +106,32 @@ def test_outputs_whose_elements_overlap_are_refused_before_any_write(name, rng):
         with pytest.raises(ValueError, match="output"):
             getattr(gnd, name)(spectrum, FILTERS[name], output=output)
         np.testing.assert_array_equal(output, before)
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_fourier_filters_with_n_zero_and_complex_data_into_real_dtypes_as_scipy(name, rng):
+    # n=0 divides by zero as scipy's C code does (inf and NaN, no warning); a complex
+    # transform asked for a real output dtype is refused with scipy's RuntimeError on
+    # every path (the C++ pass, numpy's, big-endian data).
+    data = rng.normal(size=7) + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = getattr(gnd, name)(data, FILTERS[name], n=0)
+    np.testing.assert_allclose(ours, getattr(snd, name)(data, FILTERS[name], n=0), equal_nan=True)
+    spectrum, _ = transform(rng, (6, 5))
+    for data in (spectrum, spectrum.astype(">c16"), spectrum.astype(np.complex64)):
+        if name == "fourier_shift":
+            continue  # (its outputs are complex only: its own refusal)
+        with pytest.raises(RuntimeError, match="data type not supported"):
+            getattr(gnd, name)(data, FILTERS[name], output=np.float64)
+        assert isinstance(outcome_of(getattr(snd, name), data, FILTERS[name], output=np.float64), RuntimeError)
+
+
+def outcome_of(func, *args, **kwargs):
+    try:
+        return func(*args, **kwargs)
+    except Exception as exc:  # compared with ours
+        return exc
 
 
 @pytest.mark.parametrize("call", [

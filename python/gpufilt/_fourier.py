@@ -11,6 +11,7 @@ data, in the input's library for other dtypes.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from typing import Any
@@ -56,6 +57,8 @@ def _output(output, x, xp, complex_only):
         dtype = np.dtype(output)
         if dtype.type not in allowed:
             raise ArgumentError(f"output type not supported: {dtype}")
+        if x.dtype.kind == "c" and dtype.kind != "c":  # scipy's RuntimeError, before anything is computed
+            raise ArgumentError(f"data type not supported: output {dtype} for input {x.dtype}")
         return dtype, None
     if tuple(output.shape) != tuple(x.shape):
         raise ArgumentError("output shape not correct")
@@ -76,8 +79,10 @@ def _frequencies(length, axis, n, real_axis):
 
 
 def _period(length, axis, n, real_axis):
-    """The transform length an axis's frequencies divide by."""
-    return n if axis == real_axis and n >= 0 else length
+    """The transform length an axis's frequencies divide by, as a numpy
+    float: n=0 divides by zero as scipy's C code does (inf, then NaN where
+    it meets frequency 0), not with Python's ZeroDivisionError."""
+    return np.float64(n if axis == real_axis and n >= 0 else length)
 
 
 def _whole(x, grid):
@@ -85,6 +90,16 @@ def _whole(x, grid):
     transform x is one block of (grid, from gpufilt.dask: the whole shape and
     where x starts in it). The tables follow the whole transform's shape."""
     return (x.shape, (0,) * x.ndim) if grid is None else grid
+
+
+def _quiet_tables(filter_work):
+    """A filter's work with numpy's floating-point warnings off, as scipy's
+    C code computes its tables (n=0 divides by zero into inf and NaN)."""
+    @functools.wraps(filter_work)
+    def quiet(*args, **kwargs):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return filter_work(*args, **kwargs)
+    return quiet
 
 
 def _own(table, ax, x, starts):
@@ -214,6 +229,7 @@ def fourier_gaussian(
         return _gaussian(input, sigma, n, axis, output)
 
 
+@_quiet_tables
 def _gaussian(input, sigma, n, axis, output, grid=None):
     x, xp, sigmas, real_axis, n = _check(input, sigma, "sigma", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
@@ -249,6 +265,7 @@ def fourier_uniform(
         return _uniform(input, size, n, axis, output)
 
 
+@_quiet_tables
 def _uniform(input, size, n, axis, output, grid=None):
     x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=False)
@@ -300,6 +317,7 @@ def fourier_ellipsoid(
         return _ellipsoid(input, size, n, axis, output)
 
 
+@_quiet_tables
 def _ellipsoid(input, size, n, axis, output, grid=None):
     x, xp, sizes, real_axis, n = _check(input, size, "size", n, axis)
     if x.ndim > 3:
@@ -357,6 +375,7 @@ def fourier_shift(
         return _shift(input, shift, n, axis, output)
 
 
+@_quiet_tables
 def _shift(input, shift, n, axis, output, grid=None):
     x, xp, shifts, real_axis, n = _check(input, shift, "shift", n, axis)
     out_dtype, caller_output = _output(output, x, xp, complex_only=True)

@@ -139,6 +139,7 @@ def _gaussians(ndim, a, derivatives=False):
     truncate = a.get("truncate", kwargs.get("truncate", 4.0))
     radius = a.get("radius", kwargs.get("radius"))
     axes = _args.check_axes(a.get("axes"), ndim)
+    listed = axes
     sigma = a["sigma"]
     if derivatives or (np.iterable(sigma) and len(sigma) == ndim):
         axes = tuple(range(ndim))  # the derivatives smooth along every axis: sigma for each, or one for all
@@ -146,6 +147,10 @@ def _gaussians(ndim, a, derivatives=False):
     radii = _args.normalize_sequence(radius, len(axes), "radius")
     reach = [(r, r) for r in (_radius(_args._scalar(s), truncate, _args._scalar(rad))
                               for s, rad in zip(sigmas, radii))]
+    if list(listed) != sorted(listed):
+        # Axes listed out of order: scipy pairs sigmas with them in the listed order or in the axes' own
+        # (gaussian_filter, or the derivatives when every axis is listed): every axis gets the widest reach.
+        reach = [max(reach)] * len(reach)
     return _spread(ndim, axes, reach)
 
 
@@ -299,8 +304,9 @@ def _wrapped_axes(ndim, arguments, reach):
     if isinstance(mode, str):
         modes = [mode] * ndim
     else:
+        # A mode a listed axis, in the order of `axes` (scipy's), or one for every axis.
         axes = _args.check_axes(arguments.get("axes"), ndim)
-        modes = _spread(ndim, axes, list(mode), default="reflect") if len(mode) != ndim else list(mode)
+        modes = _spread(ndim, axes, list(mode), default="reflect") if len(mode) == len(axes) else list(mode)
     return tuple(m in ("wrap", "grid-wrap") and r != (0, 0) for m, r in zip(modes, reach))
 
 
