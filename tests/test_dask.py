@@ -253,6 +253,53 @@ def test_a_chain_equals_the_filters_one_after_the_other(chunks, modes):
     assert_same(gdask.chain(da.from_array(data, chunks=chunks), steps).compute(), expected)
 
 
+@pytest.mark.parametrize("group", [1, 4])
+def test_a_chain_cuts_each_result_to_what_the_later_steps_read(group, monkeypatch):
+    # After each step a block is cut to its own elements plus the later
+    # steps' reach (and what their modes reflect at the array's ends); on a
+    # GPU rounded out to whole groups along the last axis (group 4 here).
+    monkeypatch.setattr(gdask, "_alignment_group", lambda x, gpus: group)
+    data = np.random.default_rng(3).standard_normal((40, 45))
+    mask = data > -1.0
+    seen = []
+
+    def record(block):
+        seen.append(block.shape)
+        return block
+    smooth = [("gaussian_filter", dict(sigma=1.0, mode="mirror")),
+              ("uniform_filter", dict(size=(6, 3), origin=(2, 1), mode="reflect"))]
+    erode = [("uniform_filter", dict(size=3)),
+             ("binary_erosion", dict(structure=np.ones((3, 2), bool), origin=(1, 0), mask=mask))]
+    smoothed = ndimage.uniform_filter(ndimage.gaussian_filter(data, 1.0, mode="mirror"), size=(6, 3),
+                                      origin=(2, 1), mode="reflect")
+    eroded = ndimage.binary_erosion(ndimage.uniform_filter(data, 3), np.ones((3, 2), bool), origin=(1, 0), mask=mask)
+    # blocks shorter than the reach at the ends (the modes reflect what lies past them), and longer ones
+    for chunks in [((1, 2, 30, 7), (1, 3, 38, 3)), ((12, 7, 11, 10), (15, 9, 13, 8))]:
+        x = da.from_array(data, chunks=chunks)
+        for steps, expected in [(smooth, smoothed), (erode, eroded)]:
+            seen.clear()
+            assert_same(gdask.chain(x, steps + [(record, {}, 0)]).compute(scheduler="sync"), expected)
+    # The middle blocks of the last chunking: the last step sees only their
+    # own elements, e.g. [12, 19) x [15, 24) (with groups of 4: [12, 24) along the last axis).
+    widths = (9, 13) if group == 1 else (12, 16)
+    assert {(7, widths[0]), (7, widths[1]), (11, widths[0]), (11, widths[1])} <= set(seen)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_a_chain_on_cupy_chunks_cut_and_aligned():
+    # On the GPU the last axis's halo and cuts are rounded out to GPU_ALIGNMENT.
+    cp = pytest.importorskip("cupy")
+    data = np.random.default_rng(4).standard_normal((40, 45)).astype(np.float32)
+    steps = [("gaussian_filter", dict(sigma=1.5)), ("sobel", dict(axis=1, mode="nearest")),
+             ("maximum_filter", dict(size=(2, 5), origin=(0, 1)))]
+    expected = ndimage.maximum_filter(ndimage.sobel(ndimage.gaussian_filter(data, 1.5), axis=1, mode="nearest"),
+                                      size=(2, 5), origin=(0, 1))
+    for chunks in [((12, 7, 11, 10), (15, 9, 13, 8)), (5, 6)]:
+        x = da.from_array(cp.asarray(data), chunks=chunks, asarray=False)
+        assert_same(cp.asnumpy(gdask.chain(x, steps).compute()), expected)
+
+
 def test_a_chain_reads_each_block_once():
     x = da.from_array(DATA["float64"], chunks=(4, 4))
     chained = gdask.chain(x, [("gaussian_filter", dict(sigma=1.0)), ("sobel", dict(axis=0)),
