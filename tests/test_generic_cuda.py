@@ -249,3 +249,16 @@ def test_raw_kernel_footprint_beyond_constant_memory(rng):
     kwargs = dict(size=(71, 70), mode="wrap")  # 4970 cells of 2 offsets: global memory, not constant
     check(ndimage.generic_filter(cupy.asarray(host), RAW_WINDOW, **kwargs),
           sp.generic_filter(host, weighted_mean, **kwargs))
+
+
+@pytest.mark.parametrize("mode", ["wrap", "grid-wrap"])
+def test_windows_longer_than_the_array_wrap_around_it(rng, mode):
+    # The input is padded past its own length: cupy.pad's 'wrap' repeats the
+    # wrong elements there (cupy 14.2), gpufilt takes them by index.
+    host = random_array(rng, (3, 4), "float64")
+    x = cupy.asarray(host)
+    kwargs = dict(size=(9, 11), mode=mode, origin=(3, -4))  # 7 before an axis of 3, 9 after one of 4
+    check(ndimage.generic_filter(x, RAW_WINDOW, **kwargs), sp.generic_filter(host, weighted_mean, **kwargs))
+    line = dict(mode=mode, origin=-4)
+    check(ndimage.generic_filter1d(x, RAW_LINE, 11, **line), sp.generic_filter1d(host, line_mix, 11, **line))
+    check(ndimage.vectorized_filter(x, cupy.mean, **kwargs), sp.vectorized_filter(host, np.mean, **kwargs))

@@ -685,10 +685,17 @@ def test_nonflat_morphology_on_cupy_arrays_whole_range_and_layouts(name, dtype, 
     out = cupy.zeros(volume.shape, np.float64)
     assert getattr(gnd, name)(cupy.asarray(volume), structure=heights, output=out) is out
     same(out.get(), getattr(snd, name)(volume, structure=heights, output=np.float64))
-    for shape, element in (((1000,), (5,)), ((4, 5, 6, 37), (2, 3, 1, 3))):  # 1-d rows; 4-d planes
+    # 1-d rows; 4-d planes; taps 150 away; 5 axes
+    for shape, element in (((1000,), (5,)), ((4, 5, 6, 37), (2, 3, 1, 3)), ((3, 400), (1, 300)),
+                           ((2, 3, 4, 3, 5), (1, 2, 3, 1, 2))):
         image = full_range_image(rng, shape, dtype)
         kwargs = dict(structure=rng.integers(-9, 9, element).astype(float), mode="mirror")
         same(getattr(gnd, name)(cupy.asarray(image), **kwargs).get(), getattr(snd, name)(image, **kwargs), shape)
+    # elements longer than the array: the modes' extensions repeat
+    tiny, long_element = full_range_image(rng, (2, 3), dtype), rng.integers(-9, 9, (5, 8)).astype(float)
+    for mode in MODES + ["grid-wrap", "grid-mirror", "grid-constant"]:
+        kwargs = dict(structure=long_element, mode=mode, cval=3.0, origin=(1, -2))
+        same(getattr(gnd, name)(cupy.asarray(tiny), **kwargs).get(), getattr(snd, name)(tiny, **kwargs), mode)
     if dtype == "float32":  # 35^2 = 1225 taps: beyond the kernel's parameters, cupy's passes
         plane, big = volume[0].astype(np.float32), rng.random((35, 35))
         same(getattr(gnd, name)(cupy.asarray(plane), structure=big).get(), getattr(snd, name)(plane, structure=big))

@@ -321,6 +321,20 @@ def _device_of(obj, library):
 
 # -------------------------------------------------------------------- output
 
+def pad(xp, array, pad_width, mode, **kwargs):
+    """numpy.pad's result, for a numpy or cupy `array` (xp its library),
+    `pad_width` one (before, after) per axis. 'wrap' is an index take on
+    both: cupy.pad (14.2) repeats the wrong elements where a width exceeds
+    its axis's length (a window longer than the array)."""
+    if mode != "wrap":
+        return xp.pad(array, pad_width, mode=mode, **kwargs)
+    for axis, (before, after) in enumerate(pad_width):
+        if before or after:
+            index = xp.arange(-int(before), array.shape[axis] + int(after)) % array.shape[axis]
+            array = xp.take(array, index, axis=axis)
+    return array
+
+
 def numpy_empty(shape, dtype):
     """np.empty(shape, dtype) for a CPU result: results of
     _core.POOL_MIN_BYTES and up are views of a block of gpufilt's CPU result

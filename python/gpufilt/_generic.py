@@ -397,7 +397,7 @@ def _vectorized(xp, swv, array, function, size, footprint, output, mode, cval, o
     if pad_mode != "valid":
         borders = tuple((n // 2 + o, (n - 1) // 2 - o) for n, o in zip(size, origin))
         kwargs = {"constant_values": cval} if pad_mode == "constant" else {}
-        array = xp.pad(array, ((0, 0),) * (array.ndim - n_axes) + borders, mode=pad_mode, **kwargs)
+        array = _dispatch.pad(xp, array, ((0, 0),) * (array.ndim - n_axes) + borders, pad_mode, **kwargs)
     view = swv(array, size, working)
     result = _in_batches(xp, view, windowed, working, n_axes, out, batch_memory)
     result = xp.moveaxis(result, working, axes)

@@ -130,7 +130,7 @@ def _padded(launch, pad_width, mode, cval, values_dtype):
     if array.dtype != values_dtype:
         array = array.astype(values_dtype)
     kwargs = {"constant_values": cval} if _PAD[mode] == "constant" else {}
-    return cp.ascontiguousarray(cp.pad(array, pad_width, mode=_PAD[mode], **kwargs))
+    return cp.ascontiguousarray(_dispatch.pad(cp, array, pad_width, _PAD[mode], **kwargs))
 
 
 def _values_dtype(function, kind, dtype, mode, cval):

@@ -157,7 +157,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     kwargs = {}
     if pad_mode == "constant":
         kwargs["constant_values"] = float(_c_cast(np.array(float(cval)), x.dtype, np))
-    padded = xp.pad(values, widths, mode=pad_mode, **kwargs) if x.ndim else values
+    padded = _dispatch.pad(xp, values, widths, pad_mode, **kwargs) if x.ndim else values
     result = None
     for tap in taps:
         index = [slice(None)] * x.ndim
@@ -182,7 +182,7 @@ def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, 
     if pad_mode == "constant":
         padded = _padded_with(xp, values, widths, _c_convert(np.array(float(cval)), values.dtype, np)[()])
     else:
-        padded = xp.ascontiguousarray(xp.pad(values, widths, mode=pad_mode))
+        padded = xp.ascontiguousarray(_dispatch.pad(xp, values, widths, pad_mode))
     steps = [stride // padded.itemsize for stride in padded.strides]
     offsets = np.array([sum(int(j) * steps[ax] for ax, j in zip(axes, tap)) for tap in taps], np.int64)
     out = xp.empty(x.shape, dtype)
