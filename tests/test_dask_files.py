@@ -1,8 +1,13 @@
 """Out of core: gpufilt.dask.filter_zarr (zarr 2 and 3, sharded or not,
 resumable) and the `gpufilt filter` command line (.npy, .tif, zarr)."""
+import concurrent.futures
+import itertools
 import os
+import pickle
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +17,9 @@ from gpufilt import ndimage
 zarr = pytest.importorskip("zarr")
 pytest.importorskip("dask.array")
 tifffile = pytest.importorskip("tifffile")
+import dask  # noqa: E402
 from gpufilt.dask import filter_zarr  # noqa: E402
+from gpufilt import _zarr as gz  # noqa: E402 - after gpufilt.dask, which it builds on
 
 from _helpers import CUDA_USABLE  # noqa: E402
 
@@ -105,6 +112,149 @@ def test_filter_zarr_refusals(tmp_path):
     with pytest.raises(ValueError, match="dtype"):
         filter_zarr(source, str(tmp_path / "o.zarr"), [("gaussian_filter", {"sigma": 1, "output": "f8"})],
                     resume=True)
+
+
+# ------------------------------------------------ the cache of decoded chunks
+
+class CountingSource:
+    """A source as _ChunkCache reads it (chunks, dtype, [region]), counting
+    its reads; `gate`, where given, holds each read until it is set."""
+
+    def __init__(self, data, chunks, gate=None):
+        self.data, self.chunks, self.dtype, self.gate = data, chunks, data.dtype, gate
+        self.reads = []  # appended to from several threads: list.append is atomic
+
+    def __getitem__(self, region):
+        self.reads.append(tuple((s.start, s.stop) for s in region))
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        return self.data[region].copy()
+
+
+def chunk_of(data, index, chunks):
+    return data[tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, chunks))]
+
+
+def test_cache_gives_each_chunk_and_drops_it_after_its_last_reader():
+    source = CountingSource(VOLUME, (5, 7, 4))
+    readers = [[2, 2, 2, 2, 1], [1] * 3, [1] * 3]  # two tasks read each chunk, one the last layer's
+    cache = gz._ChunkCache(source, readers, max_bytes=VOLUME.nbytes)
+    indices = list(itertools.product(range(5), range(3), range(3)))
+    for index in indices:
+        np.testing.assert_array_equal(cache.take(index), chunk_of(VOLUME, index, source.chunks))
+    assert cache.kept() == indices[:4 * 9]  # not those whose one reader has taken them
+    for index in reversed(indices[:4 * 9]):  # the second readers: from the cache, then dropped
+        np.testing.assert_array_equal(cache.take(index), chunk_of(VOLUME, index, source.chunks))
+    assert len(source.reads) == len(indices) and cache.kept() == []
+
+
+def test_cache_keeps_at_most_max_bytes_least_recently_used_first():
+    source = CountingSource(VOLUME, (5, 7, 4))
+    chunk_bytes = 5 * 7 * 4 * VOLUME.itemsize
+    cache = gz._ChunkCache(source, [[3] * 5, [1] * 3, [1] * 3], max_bytes=2 * chunk_bytes)
+    for index in [(0, 0, 0), (1, 0, 0), (0, 0, 0), (2, 0, 0)]:  # (0, 0, 0) used again: (1, 0, 0) goes
+        cache.take(index)
+    assert cache.kept() == [(0, 0, 0), (2, 0, 0)]
+    np.testing.assert_array_equal(cache.take((1, 0, 0)), chunk_of(VOLUME, (1, 0, 0), source.chunks))
+    assert len(source.reads) == 4  # (1, 0, 0) decoded again
+
+
+def test_cache_readers_of_a_chunk_being_decoded_wait_for_it():
+    gate = threading.Event()
+    source = CountingSource(VOLUME, (5, 7, 4), gate)
+    cache = gz._ChunkCache(source, [[8] * 5, [1] * 3, [1] * 3], max_bytes=VOLUME.nbytes)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        taking = [pool.submit(cache.take, (1, 2, 0)) for _ in range(7)]
+        deadline = time.monotonic() + 10
+        while not source.reads and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert cache.take((1, 2, 0), wait=False) is None  # another task is decoding it
+        gate.set()
+        chunks = [t.result(timeout=10) for t in taking]
+    assert len(source.reads) == 1
+    for chunk in chunks:
+        np.testing.assert_array_equal(chunk, chunk_of(VOLUME, (1, 2, 0), source.chunks))
+    assert cache.take((1, 2, 0)) is chunks[0] and cache.kept() == []  # the eighth reader: the last
+
+
+def test_cache_a_failed_decode_fails_its_waiters_and_is_tried_again():
+    class Failing(CountingSource):
+        def __getitem__(self, region):
+            if not self.reads:
+                super().__getitem__(region)
+                raise OSError("store unreachable")
+            return super().__getitem__(region)
+    cache = gz._ChunkCache(Failing(VOLUME, (5, 7, 4)), [[2] * 5, [1] * 3, [1] * 3], max_bytes=VOLUME.nbytes)
+    with pytest.raises(OSError, match="unreachable"):
+        cache.take((0, 0, 0))
+    np.testing.assert_array_equal(cache.take((0, 0, 0)), VOLUME[:5, :7, :4])
+
+
+def test_cache_pickles_empty():
+    cache = gz._ChunkCache(CountingSource(VOLUME, (5, 7, 4)), [[2] * 5, [1] * 3, [1] * 3], VOLUME.nbytes)
+    cache.take((0, 0, 0))
+    copy = pickle.loads(pickle.dumps(cache))
+    assert copy.kept() == [] and len(copy.source.reads) == 1
+    np.testing.assert_array_equal(copy.take((4, 2, 2)), VOLUME[20:, 14:, 8:])
+
+
+@pytest.fixture
+def caches(monkeypatch):
+    """The chunk caches that filter_zarr makes, each recording the most
+    bytes it kept and how many chunks it decoded."""
+    made = []
+
+    class Recording(gz._ChunkCache):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.decoded, self.most_kept = 0, 0
+            made.append(self)
+
+        def _decode(self, index, future):
+            with self._lock:
+                self.decoded += 1
+            return super()._decode(index, future)
+
+        def _keep(self, index, chunk):
+            super()._keep(index, chunk)
+            self.most_kept = max(self.most_kept, self._kept_bytes)
+    monkeypatch.setattr(gz, "_ChunkCache", Recording)
+    return made
+
+
+@pytest.mark.parametrize("zarr_format, shards", [(3, None), (3, (10, 14, 8)), (2, None)])
+def test_filter_zarr_decodes_each_source_chunk_once(tmp_path, caches, zarr_format, shards):
+    source = make_source(tmp_path / "in.zarr", zarr_format, shards=shards)
+    out = filter_zarr(source, str(tmp_path / "out.zarr"), STEPS)
+    np.testing.assert_allclose(out[:], expected_chain(VOLUME, STEPS), rtol=1e-6, atol=1e-6)
+    (cache,) = caches
+    assert cache.decoded == 5 * 3 * 3  # the inner chunks of a sharded source
+    assert cache.kept() == []  # each dropped after its last reader
+
+
+@pytest.mark.parametrize("length", [40, 160])
+def test_filter_zarr_cache_is_bounded_whatever_the_volume(tmp_path, caches, length):
+    # One chunk a task: tiles, whose halos along the first axis are many
+    # tasks apart, more than the cache may keep: it must drop chunks (and
+    # decode them again), not grow with the volume.
+    data = np.random.default_rng(5).standard_normal((length, 18, 11)).astype(np.float32)
+    source = make_source(tmp_path / "in.zarr", data=data)
+    out = filter_zarr(source, str(tmp_path / "out.zarr"), STEPS, task_bytes=0)
+    np.testing.assert_allclose(out[:], expected_chain(data, STEPS), rtol=1e-6, atol=1e-6)
+    (cache,) = caches
+    assert 0 < cache.most_kept <= cache._max_bytes == gz._cache_bytes((5, 7, 4), source)
+
+
+def test_filter_zarr_runs_neighbours_one_after_another(tmp_path, monkeypatch):
+    # dask runs independent tasks in the order of their names: named in
+    # order, each task's neighbours (which share its halo chunks) run next.
+    source = make_source(tmp_path / "in.zarr", data=np.zeros((60, 8, 8), np.float32), chunks=(4, 8, 8))
+    started = []
+    run = gz._Unit.__call__
+    monkeypatch.setattr(gz._Unit, "__call__", lambda unit: (started.append(unit.region[0].start), run(unit)))
+    with dask.config.set(scheduler="threads", num_workers=1):
+        filter_zarr(source, str(tmp_path / "out.zarr"), [("uniform_filter", {"size": 3})], task_bytes=0)
+    assert len(started) == 15 and started in (sorted(started), sorted(started, reverse=True))
 
 
 def cli(*args, cwd):

@@ -1,18 +1,24 @@
 """Filtering a zarr array into another, out of core (gpufilt.dask.filter_zarr).
 
-Each task owns one unit of the target (a shard where the target is sharded,
-else a chunk): it reads its unit plus the halo straight from the source
-store, filters, and writes that unit whole. No task depends on another, a
-worker holds about one block at a time whatever the volume's size, and no
-write straddles a chunk or shard, so units written by an interrupted run
-are whole and `resume=True` skips them.
+Each task owns whole units of the target (shards where the target is
+sharded, else chunks): it reads its region plus the halo from the source,
+filters, and writes those units whole. No task depends on another, a worker
+holds about one block at a time whatever the volume's size, and no write
+straddles a chunk or shard, so units written by an interrupted run are whole
+and `resume=True` skips them. The source is read chunk by chunk through a
+cache that the tasks share (_ChunkCache), so that a chunk which several
+tasks' halos touch is decoded once.
 """
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import importlib
 import itertools
 import math
 import os
+import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -31,38 +37,137 @@ def _zarr():
 
 @dataclass(frozen=True)
 class _Unit:
-    """One task: read `ranges` (per axis, the source's [lo, hi) in order),
-    filter (on the CPU, or on GPU `gpu`), keep `own`, write the target's
-    `region`."""
-    source: Any
+    """One task: read the source's `pieces` (per axis, (chunk, start in
+    chunk, stop in chunk) in order) through `chunks`, filter (on the CPU, or
+    on GPU `gpu`), keep `own`, write the target's `region`."""
+    chunks: _ChunkCache
     target: Any
     steps: tuple
-    ranges: tuple
+    pieces: tuple
     own: tuple
     region: tuple
     gpu: int | None = None
 
     def __call__(self):
-        reads = self._read()
-        block = gdask._cut_and_join(reads, tuple([(k, 0, hi - lo) for k, (lo, hi) in enumerate(axis)]
-                                                 for axis in self.ranges))
+        block = gdask._cut_and_join(self._read(), self.pieces)
         if self.gpu is None:
-            self.target[self.region] = self._filter(block)
-            return
-        with _gpus.lease(self.gpu, streaming=True) as lane:
-            block = _gpus.download(self._filter(_gpus.upload(block, lane)), lane)
-        self.target[self.region] = block
+            result = self._filter(block)
+        else:
+            with _gpus.lease(self.gpu, streaming=True) as lane:
+                result = _gpus.download(self._filter(_gpus.upload(block, lane)), lane)
+        del block  # freed before the write: a worker holds a block and its result only while it filters
+        self.target[self.region] = result
 
     def _filter(self, block):
         for step in self.steps:
             block = step(block)
         return block[self.own]
 
-    def _read(self, axis=0, index=()):
-        """The source's pieces as a nested list, one level per axis."""
-        if axis == len(self.ranges):
-            return np.asarray(self.source[tuple(slice(*self.ranges[a][i]) for a, i in enumerate(index))])
-        return [self._read(axis + 1, index + (i,)) for i in range(len(self.ranges[axis]))]
+    def _read(self):
+        """The source's chunks the pieces lie in, as a nested list, one level
+        per axis; each taken once (a wrapped axis may list a chunk twice)."""
+        indices = itertools.product(*(sorted({chunk for chunk, _, _ in axis}) for axis in self.pieces))
+        taken = {index: self.chunks.take(index, wait=False) for index in indices}
+        for index in [index for index, chunk in taken.items() if chunk is None]:
+            taken[index] = self.chunks.take(index)  # those another task was decoding: done meanwhile, or soon
+        return _nested(self.pieces, taken)
+
+
+def _nested(pieces, taken, index=()):
+    if len(index) == len(pieces):
+        return taken[index]
+    return [_nested(pieces, taken, index + (chunk,)) for chunk, _, _ in pieces[len(index)]]
+
+
+class _ChunkCache:
+    """The source's chunks, each decoded once and shared by the tasks of one
+    filter_zarr call (dask's threads, in one process). zarr decodes whole
+    chunks (the inner chunks of a sharded array), and a task's halo needs a
+    thin slab of its neighbours' chunks: without this, each neighbour
+    decoded them again.
+
+    A chunk is dropped when its last reader has taken it (`readers`: per
+    axis, how many task positions read each chunk index, counted up front;
+    a chunk's readers are their product), and, least recently used first,
+    when more than `max_bytes` are kept for readers to come (a later reader
+    then decodes it again). A reader of a chunk being decoded waits for it
+    rather than decode it twice. Pickled (another process's worker), it
+    starts empty: tasks in other processes share nothing."""
+
+    def __init__(self, source, readers, max_bytes):
+        self.source = source
+        self._readers = readers
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._kept = collections.OrderedDict()  # chunk index -> array, least recently used first
+        self._kept_bytes = 0
+        self._left = {}  # chunk index -> readers yet to take it, for the chunks taken so far
+        self._decoding = {}  # chunk index -> Future of the decode in progress
+
+    def __reduce__(self):
+        return _ChunkCache, (self.source, self._readers, self._max_bytes)
+
+    def take(self, index, wait=True):
+        """Source chunk `index` (a tuple of chunk numbers), decoded; None
+        where another task is decoding it and not `wait`. Each task takes
+        each chunk it reads once: that counts its readers down."""
+        with self._lock:
+            decoding = self._decoding.get(index)
+            if decoding is not None and not wait:
+                return None
+            last = self._count_down(index)
+            if index in self._kept:
+                return self._hand_out(index, last)
+            if decoding is None:
+                mine = self._decoding[index] = concurrent.futures.Future()
+        if decoding is not None:
+            return decoding.result()
+        return self._decode(index, mine)
+
+    def _count_down(self, index):
+        """Count a reader of `index` off; whether it was the last."""
+        left = self._left.pop(index, None)
+        if left is None:
+            left = math.prod(counts[i] for counts, i in zip(self._readers, index))
+        if left > 1:
+            self._left[index] = left - 1
+        return left <= 1
+
+    def _hand_out(self, index, last):
+        if not last:
+            self._kept.move_to_end(index)
+            return self._kept[index]
+        chunk = self._kept.pop(index)
+        self._kept_bytes -= chunk.nbytes
+        return chunk
+
+    def _decode(self, index, future):
+        region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, self.source.chunks))
+        try:
+            chunk = np.asarray(self.source[region])  # a region of exactly one chunk: zarr decodes that one
+        except BaseException as error:
+            with self._lock:
+                del self._decoding[index]
+            future.set_exception(error)
+            raise
+        with self._lock:
+            del self._decoding[index]
+            if index in self._left:  # readers to come
+                self._keep(index, chunk)
+        future.set_result(chunk)
+        return chunk
+
+    def _keep(self, index, chunk):
+        self._kept[index] = chunk
+        self._kept_bytes += chunk.nbytes
+        while self._kept_bytes > self._max_bytes:
+            _, dropped = self._kept.popitem(last=False)
+            self._kept_bytes -= dropped.nbytes
+
+    def kept(self):
+        """The chunk indices kept now, least recently used first (for tests)."""
+        with self._lock:
+            return list(self._kept)
 
 
 def _written_units(target):
@@ -129,9 +234,9 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
         runs of tasks on each); default the current GPU.
     task_bytes : int, optional
         About how much of the target one task writes (whole chunks or
-        shards, at least one): default 64 MiB, so that the halo's decoding
-        of neighbouring chunks is small beside the task's own; 0 gives one
-        chunk or shard a task. A worker holds about three times this.
+        shards, at least one): default 16 MiB; 0 gives one chunk or shard a
+        task. A worker holds about three times this, and the tasks share a
+        cache of decoded source chunks of at most two tasks' reads per core.
     compute : bool, optional
         Run now with dask's current scheduler (default), or return a
         dask.delayed.Delayed that runs it.
@@ -174,7 +279,12 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
     dtype = np.dtype(gdask._meta(library, source.ndim, source.dtype, made)[-1].dtype)
     target = _open_or_create(target, source, dtype, chunks, shards, resume)
     units = _units(source, target, made, resume, gpus, TASK_BYTES if task_bytes is None else task_bytes)
-    done = dask.delayed(_written, pure=False)(target, *[dask.delayed(u, pure=False)() for u in units])
+    # Named in the source's order: dask runs independent tasks in the order
+    # of their names, so neighbours, which share halo chunks, run together
+    # (random names would scatter them and defeat the chunk cache).
+    name, width = f"filter_zarr-{uuid.uuid4().hex}", len(str(len(units)))
+    tasks = [dask.delayed(u, pure=False)(dask_key_name=f"{name}-{i:0{width}d}") for i, u in enumerate(units)]
+    done = dask.delayed(_written, pure=False)(target, *tasks)
     return done.compute() if compute else done
 
 
@@ -183,26 +293,50 @@ def _written(target, *units):
 
 
 # A task's share of the target by default: whole chunks (or shards) grown
-# to about this many bytes, so that the halo, which costs a decode of every
-# neighbouring chunk it touches, is small beside it (one 32x128x128 chunk a
-# task spent 4-6x a zarr copy's time, mostly decoding its neighbours).
-TASK_BYTES = 64 * 2**20
+# to about this many bytes. The chunk cache decodes each source chunk once
+# however the tasks cut the volume, so they need not be large to make the
+# halo's decoding small beside their own (without it, one 32x128x128 chunk
+# a task spent 4-6x a zarr copy's time); smaller tasks hold less memory.
+TASK_BYTES = 16 * 2**20
+
+
+def _cache_bytes(task, source):
+    """At most this many bytes of decoded source chunks are kept for tasks
+    to come: about two tasks' reads per core (the tasks in flight, and the
+    halo chunks that the next ones take), whatever the volume's size."""
+    return 2 * (os.cpu_count() or 1) * math.prod(task) * source.dtype.itemsize
 
 
 def _task_shape(target, reach, task_bytes):
     """The target region one task writes: a whole number of chunks (or
-    shards) on every axis, grown along the axes with the most halo first
-    to about task_bytes, and small enough that every core gets two tasks
-    where the volume allows."""
+    shards) on every axis, grown to about task_bytes, and small enough that
+    every core gets two tasks where the volume allows.
+
+    Grown along the last axes first: where a whole cross-section fits, the
+    tasks are slabs along the first axis, with no halo across the others,
+    and the tasks next to one in dask's order are the neighbours that share
+    its halo chunks, so the chunk cache keeps them only briefly. Where it
+    does not fit, grown along the axes with the most halo first instead, so
+    that the halo is a small share of the task."""
     unit = list(target.shards or target.chunks)
-    shape = list(unit)
     itemsize = target.dtype.itemsize
     goal = min(task_bytes, math.prod(target.shape) * itemsize / (2 * (os.cpu_count() or 1)))
+    slab = _grown(unit, target.shape, itemsize, goal, lambda shape, growable: growable[-1])
+    if all(t >= n for t, n in zip(slab[1:], target.shape[1:])):
+        return slab
+    return _grown(unit, target.shape, itemsize, goal,
+                  lambda shape, growable: max(growable, key=lambda a: (sum(reach[a]) / shape[a], -a)))
+
+
+def _grown(unit, extent, itemsize, goal, pick):
+    """`unit` grown a unit at a time along the axis `pick(shape, growable)`
+    chooses, until it holds `goal` bytes or covers `extent`."""
+    shape = list(unit)
     while math.prod(shape) * itemsize < goal:
-        growable = [ax for ax in range(len(shape)) if shape[ax] < target.shape[ax]]
+        growable = [ax for ax in range(len(shape)) if shape[ax] < extent[ax]]
         if not growable:
             break
-        ax = max(growable, key=lambda a: (sum(reach[a]) / shape[a], -a))
+        ax = pick(shape, growable)
         shape[ax] += unit[ax]
     return shape
 
@@ -212,22 +346,40 @@ def _units(source, target, steps, resume, gpus, task_bytes):
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(source.ndim)]
     task = _task_shape(target, reach, task_bytes)
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(source.ndim)]
+    # Per axis, per task position: the pieces of the source's chunks it reads, what it keeps, what it writes.
+    axes = [_axis_tasks(source.shape[ax], source.chunks[ax], task[ax], reach[ax], wrap[ax])
+            for ax in range(source.ndim)]
+    chunks = _ChunkCache(source, [_readers(positions) for positions in axes], _cache_bytes(task, source))
     written = _written_units(target) if resume else set()
     tasks = []
-    grid = [range(math.ceil(n / t)) for n, t in zip(source.shape, task)]
-    for coords in itertools.product(*grid):
+    for coords in itertools.product(*(range(len(positions)) for positions in axes)):
         if resume and _all_written(target, coords, task, written):
             continue
-        ranges, own, region = [], [], []
-        for ax, c in enumerate(coords):
-            first, stop = c * task[ax], min(source.shape[ax], (c + 1) * task[ax])
-            axis_ranges, offset = gdask._ranges(source.shape[ax], first, stop, *reach[ax], wrap[ax])
-            ranges.append(tuple(axis_ranges))
-            own.append(slice(offset, offset + stop - first))
-            region.append(slice(first, stop))
-        tasks.append((source, target, tuple(steps), tuple(ranges), tuple(own), tuple(region)))
+        pieces, own, region = zip(*(positions[c] for positions, c in zip(axes, coords)))
+        tasks.append((chunks, target, tuple(steps), pieces, own, region))
     on = _gpus.placement(len(tasks), gpus) if gpus and tasks else [None] * len(tasks)
     return [_Unit(*task, gpu) for task, gpu in zip(tasks, on)]
+
+
+def _axis_tasks(n, chunk, task, reach, wrap):
+    """Along one axis, per task position: the pieces of the source's chunks
+    it reads (gpufilt.dask._pieces), the part of them it keeps, and the
+    target's part it writes."""
+    starts = list(range(0, n, chunk)) + [n]
+    positions = []
+    for first in range(0, n, task):
+        stop = min(n, first + task)
+        pieces, offset = gdask._pieces(starts, first, stop, *reach, wrap)
+        positions.append((tuple(pieces), slice(offset, offset + stop - first), slice(first, stop)))
+    return positions
+
+
+def _readers(positions):
+    """How many task positions along an axis read each chunk index of it."""
+    readers = collections.Counter()
+    for pieces, _, _ in positions:
+        readers.update({chunk for chunk, _, _ in pieces})
+    return [readers[i] for i in range(max(readers, default=-1) + 1)]
 
 
 def _all_written(target, coords, task, written):

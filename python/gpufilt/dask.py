@@ -415,11 +415,28 @@ def _cut(nested, pieces, index=()):
     return [_cut(sub, pieces, index + (i,)) for i, sub in enumerate(nested)]
 
 
-def _join(parts, axis=0):
+def _join(parts):
+    """The concatenation of a nested list of pieces (one level per axis),
+    each copied once into one new array (concatenating level by level
+    copies the inner levels' data again at each level above)."""
+    leaves = _leaves(parts)
+    if len(leaves) == 1:
+        return leaves[0]
+    library = _library(leaves[0])
+    joined = library.empty(_joined_shape(parts), library.result_type(*(leaf.dtype for leaf in leaves)))
+    _place(parts, joined, (0,) * joined.ndim)
+    return joined
+
+
+def _place(parts, joined, origin, axis=0):
+    """Copy each piece of `parts` where the concatenation puts it in `joined`, from `origin` on."""
     if not isinstance(parts, list):
-        return parts
-    joined = [_join(sub, axis + 1) for sub in parts]
-    return joined[0] if len(joined) == 1 else _library(joined[0]).concatenate(joined, axis=axis)
+        joined[tuple(slice(o, o + n) for o, n in zip(origin, parts.shape))] = parts
+        return
+    at = list(origin)
+    for part in parts:
+        _place(part, joined, tuple(at), axis + 1)
+        at[axis] += _first_leaf(part).shape[axis]
 
 
 def _address(array):
