@@ -7,7 +7,7 @@ CUDA device function. So the kernel around it is built at run time, by
 NVRTC (cupy.RawModule) or numba, once per function, dtype, rank and
 footprint (shapes are arguments), and kept. It is kept small by leaving the
 rest to what exists:
-  - the boundary: the input is padded by cupy.pad with scipy's mode (the
+  - the boundary: the input is padded with scipy's mode (_dispatch.pad, the
     padding vectorized_filter uses), so a window is the padded array at fixed
     offsets and the kernel has no boundary math;
   - the output: the kernel writes float64 results into a temporary, which
