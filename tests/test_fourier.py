@@ -140,6 +140,7 @@ def outcome_of(func, *args, **kwargs):
     lambda m: m.fourier_uniform(np.ones((4, 4)), (1.0, 2.0, 3.0)),                 # sequence length
     lambda m: m.fourier_gaussian(np.ones((4, 4)), 1.0, output=np.ones((4, 5))),    # output shape
     lambda m: m.fourier_ellipsoid(np.ones((2, 2, 2, 2)), 1.0),                     # rank 4
+    *[lambda m, name=name: getattr(m, name)(np.array(1.0 + 0j), 2.0) for name in FILTERS],  # 0-d: no axis
 ])
 def test_bad_arguments_raise_scipys_exception_types(call):
     try:

@@ -113,7 +113,7 @@ def _check(input, parameter, name, n, axis):
         raise TypeError(f"input has dtype {x.dtype}; the Fourier filters take numbers")
     values = _args.normalize_sequence(parameter, x.ndim, name)
     values = [float(_args._scalar(v)) for v in values]
-    real_axis = _args.check_axis(axis, x.ndim) if x.ndim else 0
+    real_axis = _args.check_axis(axis, x.ndim)  # (0-d input: no axis, scipy's AxisError)
     n = int(n)
     return x, xp, values, real_axis, n
 
