@@ -99,6 +99,23 @@ def test_one_chunk_per_task_equals_in_memory(tmp_path, zarr_format, shards):
     np.testing.assert_allclose(out[:], expected_chain(VOLUME, STEPS), rtol=1e-6, atol=1e-6)
 
 
+def test_a_chain_cuts_each_result_to_what_the_later_steps_read(tmp_path):
+    # As gpufilt.dask's chains: each step's result is cut to the task's own
+    # elements plus the later steps' reach (what their modes reflect at the ends included).
+    source = make_source(tmp_path / "in.zarr", chunks=(3, 4, 11))
+    seen = []
+
+    def record(block):
+        seen.append(block.shape)
+        return block
+    steps = [("gaussian_filter", {"sigma": 1.0, "mode": "mirror"}),
+             ("uniform_filter", {"size": (6, 3, 1), "origin": (2, 1, 0), "mode": "reflect"}), (record, {}, 0)]
+    with dask.config.set(scheduler="sync"):
+        out = filter_zarr(source, str(tmp_path / "out.zarr"), steps, task_bytes=0)
+    np.testing.assert_allclose(out[:], expected_chain(VOLUME, steps[:2]), rtol=1e-6, atol=1e-6)
+    assert (3, 4, 11) in seen  # a task inside the volume: its last step sees only its own elements
+
+
 def test_filter_zarr_refusals(tmp_path):
     source = make_source(tmp_path / "in.zarr")
     with pytest.raises(ValueError, match="one halo exchange"):

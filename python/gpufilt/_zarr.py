@@ -39,13 +39,15 @@ def _zarr():
 class _Unit:
     """One task: read the source's `pieces` (per axis, (chunk, start in
     chunk, stop in chunk) in order) through `chunks`, filter (on the CPU, or
-    on GPU `gpu`), keep `own`, write the target's `region`."""
+    on GPU `gpu`; each step's result cut by `crops`, see
+    gpufilt.dask._crops), keep `own`, write the target's `region`."""
     chunks: _ChunkCache
     target: Any
     steps: tuple
     pieces: tuple
     own: tuple
     region: tuple
+    crops: tuple = ()
     gpu: int | None = None
 
     def __call__(self):
@@ -59,9 +61,7 @@ class _Unit:
         self.target[self.region] = result
 
     def _filter(self, block):
-        for step in self.steps:
-            block = step(block)
-        return block[self.own]
+        return gdask._run_steps(self.steps, self.crops, block)[self.own]
 
     def _read(self):
         """The source's chunks the pieces lie in, as a nested list, one level
@@ -355,8 +355,12 @@ def _units(source, target, steps, resume, gpus, task_bytes):
     for coords in itertools.product(*(range(len(positions)) for positions in axes)):
         if resume and _all_written(target, coords, task, written):
             continue
-        pieces, own, region = zip(*(positions[c] for positions, c in zip(axes, coords)))
-        tasks.append((chunks, target, tuple(steps), pieces, own, region))
+        pieces, kept, region = zip(*(positions[c] for positions, c in zip(axes, coords)))
+        # Where the task's gathered range and its own elements lie in the source, per axis.
+        spans = [(r.start - k.start, r.start - k.start + sum(hi - lo for _, lo, hi in p))
+                 for p, k, r in zip(pieces, kept, region)]
+        crops, own = gdask._crops(steps, spans, [(r.start, r.stop) for r in region], source.shape, wrap, 1)
+        tasks.append((chunks, target, tuple(steps), pieces, own, region, crops))
     on = _gpus.placement(len(tasks), gpus) if gpus and tasks else [None] * len(tasks)
     return [_Unit(*task, gpu) for task, gpu in zip(tasks, on)]
 

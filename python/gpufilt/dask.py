@@ -534,13 +534,20 @@ class _Block:
         return nested if move is None else move(nested)  # a 0-d block
 
     def _filter(self, arrays):
-        block, aligned = arrays[0], arrays[1:]
-        for k, step in enumerate(self.steps):
-            block = step(block, *aligned[:len(step.aligned)])
-            aligned = aligned[len(step.aligned):]
-            if k < len(self.crops):  # what the later steps read of it (with the masks they take)
-                block, aligned = block[self.crops[k]], [a[self.crops[k]] for a in aligned]
+        block = _run_steps(self.steps, self.crops, arrays[0], arrays[1:])
         return block[self.own] if self.own else block  # a 0-d block stays an array
+
+
+def _run_steps(steps, crops, block, aligned=()):
+    """The steps on a gathered block (with their aligned arrays, the masks),
+    each step's result cut by crops[k] to what the later steps read (see
+    _crops), the aligned arrays with it."""
+    for k, step in enumerate(steps):
+        block = step(block, *aligned[:len(step.aligned)])
+        aligned = aligned[len(step.aligned):]
+        if k < len(crops):
+            block, aligned = block[crops[k]], [a[crops[k]] for a in aligned]
+    return block
 
 
 def _home_device(nested, home):
