@@ -319,14 +319,14 @@ def _device_of(obj, library):
     return "cpu", 0
 
 
-# -------------------------------------------------------------------- output
+# ------------------------------------------------------------------- padding
 
 def pad(xp, array, pad_width, mode, **kwargs):
     """numpy.pad's result, for a numpy or cupy `array` (xp its library),
     `pad_width` one (before, after) per axis. 'wrap' is an index take on
     both: cupy.pad (14.2) repeats the wrong elements where a width exceeds
     its axis's length (a window longer than the array)."""
-    if mode != "wrap":
+    if mode != "wrap" or 0 in array.shape:  # (an empty axis: xp.pad's own error)
         return xp.pad(array, pad_width, mode=mode, **kwargs)
     for axis, (before, after) in enumerate(pad_width):
         if before or after:
@@ -334,6 +334,8 @@ def pad(xp, array, pad_width, mode, **kwargs):
             array = xp.take(array, index, axis=axis)
     return array
 
+
+# -------------------------------------------------------------------- output
 
 def numpy_empty(shape, dtype):
     """np.empty(shape, dtype) for a CPU result: results of
