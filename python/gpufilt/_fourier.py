@@ -143,7 +143,7 @@ def _in_one_pass(x, xp, out_dtype, caller_output, tables, factor):
     other than element for element), and the caller computes it."""
     if x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative or (factor == "ellipsoid" and x.ndim not in (2, 3)):
         return None
-    if xp is np and (not x.flags.aligned or factor == "ellipsoid" and x.ndim == 2):
+    if xp is np and (not x.flags.aligned or (factor == "ellipsoid" and x.ndim == 2)):
         # (2-D ellipsoid: J1 of every element; the C library's is slower than scipy.special's Cephes, which
         # numpy's path calls: 2048^2 complex64 on one thread 124 ms against 86, scipy.ndimage 42.)
         return None

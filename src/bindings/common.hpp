@@ -72,7 +72,6 @@ struct ReleaseGilFor {
   std::optional<py::gil_scoped_release> nogil;
 };
 
-// The taps of all passes, saturating at INT64_MAX (windows may be huge).
 // The Fourier filters' factor by its binding name: "product", "phase" or
 // "ellipsoid" (core/fourier.hpp); ValueError otherwise.
 inline FourierFactor fourier_factor(const std::string& name) {
@@ -82,6 +81,7 @@ inline FourierFactor fourier_factor(const std::string& name) {
   throw pybind11::value_error("factor must be 'product', 'phase' or 'ellipsoid'");
 }
 
+// The taps of all passes, saturating at INT64_MAX (windows may be huge).
 inline int64_t total_taps(const std::vector<LinePass>& passes) {
   int64_t taps = 0;
   for (const LinePass& p : passes)
