@@ -348,6 +348,8 @@ def test_refusals():
         gdask.chain(x, [("gaussian", {"sigma": 1})])
     with pytest.raises(TypeError, match="dask array"):
         gdask.chain(DATA["float64"], [])
+    with pytest.raises(ValueError, match="must keep its block's shape"):
+        gdask.chain(x, [("gaussian_filter", {"sigma": 1}), (lambda b: b[:1], {}, 0)]).compute()
     with pytest.raises(TypeError, match="gaussian_filter"):
         ndimage.gaussian_filter(x, 1.0, sigmaa=2)
     # argument errors surface when the graph is built, as in memory

@@ -118,6 +118,9 @@ def test_a_chain_cuts_each_result_to_what_the_later_steps_read(tmp_path):
 
 def test_filter_zarr_refusals(tmp_path):
     source = make_source(tmp_path / "in.zarr")
+    for bad in (-5, "x", 1.5, True):
+        with pytest.raises(ValueError, match="task_bytes must be a non-negative int"):
+            filter_zarr(source, str(tmp_path / "o.zarr"), STEPS, task_bytes=bad)
     with pytest.raises(ValueError, match="one halo exchange"):
         filter_zarr(source, str(tmp_path / "o.zarr"), [("binary_fill_holes", {})])
     with pytest.raises(ValueError, match="one halo exchange"):

@@ -16,6 +16,7 @@ import concurrent.futures
 import importlib
 import itertools
 import math
+import numbers
 import os
 import threading
 import uuid
@@ -261,6 +262,9 @@ def filter_zarr(source: Any, target: Any, steps: Sequence[Any], *, chunks: Any =
     """
     zarr = _zarr()
     dask = importlib.import_module("dask")
+    if task_bytes is not None and (not isinstance(task_bytes, numbers.Integral) or isinstance(task_bytes, bool)
+                                   or task_bytes < 0):
+        raise ValueError(f"task_bytes must be a non-negative int (0: one chunk or shard a task), not {task_bytes!r}")
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
     if gpus is not None and device != "gpu":

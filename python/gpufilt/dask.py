@@ -543,7 +543,11 @@ def _run_steps(steps, crops, block, aligned=()):
     each step's result cut by crops[k] to what the later steps read (see
     _crops), the aligned arrays with it."""
     for k, step in enumerate(steps):
+        shape = np.shape(block)
         block = step(block, *aligned[:len(step.aligned)])
+        if np.shape(block) != shape:  # the later steps' cuts and the own elements would land elsewhere
+            raise ValueError(f"{getattr(step.function, '__name__', step.function)!r} returned a block of shape "
+                             f"{np.shape(block)} for one of {shape}: each step must keep its block's shape")
         aligned = aligned[len(step.aligned):]
         if k < len(crops):
             block, aligned = block[crops[k]], [a[crops[k]] for a in aligned]
