@@ -132,18 +132,61 @@ def child_resident(args):
 
 def _dask_image_run(x, case):
     import cupy
-    from dask_image import ndfilters
 
     def run():
-        if case == "gaussian":
-            lazy = ndfilters.gaussian_filter(x, 2.0)
-        elif case == "median":
-            lazy = ndfilters.median_filter(x, size=3)
-        else:
-            lazy = ndfilters.sobel(ndfilters.gaussian_filter(x, 1.0), axis=0) > 0.05
-        lazy.persist()
+        _dask_image_lazy(x, case).persist()
         cupy.cuda.Device().synchronize()
     return run
+
+
+def _dask_image_lazy(x, case):
+    from dask_image import ndfilters
+    if case == "gaussian":
+        return ndfilters.gaussian_filter(x, 2.0)
+    if case == "median":
+        return ndfilters.median_filter(x, size=3)
+    return ndfilters.sobel(ndfilters.gaussian_filter(x, 1.0), axis=0) > 0.05
+
+
+def _worker_block(block_info=None):
+    """A random chunk made on the worker that runs this (its GPU)."""
+    info = block_info[None]
+    k = int(np.ravel_multi_index(info["chunk-location"], info["num-chunks"]))
+    import cupy
+    return _random_block(info["chunk-shape"], np.float32, k, cupy.cuda.Device().id)
+
+
+def child_cluster(args):
+    """The resident cases on dask-cuda's LocalCUDACluster (one worker
+    process a GPU, halos between workers over TCP), gpufilt and dask-image
+    + cupyx on the same chunks."""
+    import dask.array as da
+    import cupy
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client, wait
+    from gpufilt.dask import chain
+    shape, chunks = _ints(args.shape), _ints(args.chunks)
+    out = []
+    for n in _ints(args.gpus):
+        if n > cupy.cuda.runtime.getDeviceCount():
+            continue
+        with LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n)), dashboard_address=":0",
+                              silence_logs=40) as cluster, Client(cluster) as client:
+            made = da.map_blocks(_worker_block, chunks=da.core.normalize_chunks(chunks, shape), dtype=np.float32,
+                                 meta=cupy.empty((0,) * len(shape), np.float32))
+            x = client.persist(made)
+            wait(x)
+            held = sorted(len(keys) for keys in client.has_what().values())
+            for case in CASES:
+                for library in ("gpufilt", "dask-image"):
+                    def run(x=x, case=case, library=library):
+                        lazy = chain(x, steps_of(case)) if library == "gpufilt" else _dask_image_lazy(x, case)
+                        wait(client.persist(lazy))
+                    first, s = _timed_s(run, args.repeats)
+                    out.append({"part": "dask-cuda", "library": library, "case": case, "gpus": n, "s": s,
+                                "first_s": first, "gb": x.nbytes / 1e9, "chunks_per_worker": held})
+                    print(json.dumps(out[-1]), flush=True)
+    return out
 
 
 def host_volume(shape):
@@ -245,7 +288,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--host-repeats", type=int, default=1, help="0: the first run only")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--child", choices=("resident", "host"))
+    parser.add_argument("--child", choices=("resident", "host", "cluster"))
     parser.add_argument("--library", default="gpufilt")
     parser.add_argument("--shape")
     parser.add_argument("--lanes", type=int, default=None, help="gpufilt._gpus.LANES_PER_GPU for this run")
@@ -261,7 +304,7 @@ def main():
         if args.lanes:
             from gpufilt import _gpus
             _gpus.LANES_PER_GPU = _gpus.STREAMING_LANES_PER_GPU = args.lanes
-        return (child_resident if args.child == "resident" else child_host)(args)
+        return {"resident": child_resident, "host": child_host, "cluster": child_cluster}[args.child](args)
     parts = args.parts.split(",")
     rows = []
     common = ["--gpus", args.gpus, "--repeats", str(args.repeats)]
@@ -275,6 +318,8 @@ def main():
     if "dask-image" in parts:
         rows += _child("--child", "resident", "--library", "dask-image", *resident, "--gpus", "1",
                        "--repeats", str(args.repeats))
+    if "dask-cuda" in parts:
+        rows += _child("--child", "cluster", *resident, "--gpus", args.gpus, "--repeats", str(args.repeats))
     if "host" in parts:
         rows += _child("--child", "host", "--shape", args.host_shape, "--chunks", args.host_chunks, *common,
                        "--host-repeats", str(args.host_repeats))
@@ -300,6 +345,20 @@ def report(rows, args):
     print(f"\nresident: {args.resident_shape} float32 on the GPUs, chunks {args.resident_chunks}; "
           "dask-image + cupyx: one GPU's time / N")
     print_table(["case", "GPUs", "gpufilt ms", "scaling", "dask-image best ms", "x dask-image"], table)
+    table = []
+    for case in CASES:
+        for n in _ints(args.gpus):
+            mine, theirs = (find(part="dask-cuda", library=lib, case=case, gpus=n).get("s")
+                            for lib in ("gpufilt", "dask-image"))
+            if mine is None:
+                continue
+            threads = find(part="resident", library="gpufilt", case=case, gpus=n).get("s")
+            table.append([case, str(n), fmt(1e3 * threads if threads else None), fmt(1e3 * mine),
+                          fmt(1e3 * theirs), fmt(ratio(theirs, mine))])
+    if table:
+        print("\ndask-cuda: the same volume on a LocalCUDACluster (a worker process a GPU, TCP between them)")
+        print_table(["case", "GPUs", "gpufilt, one process ms", "gpufilt on dask-cuda ms", "dask-image ms",
+                     "x dask-image"], table)
     table = []
     for case in CASES:
         one = find(part="host", case=case, gpus=1).get("s")

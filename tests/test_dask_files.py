@@ -210,12 +210,17 @@ def test_cache_a_failed_decode_fails_its_waiters_and_is_tried_again():
     np.testing.assert_array_equal(cache.take((0, 0, 0)), VOLUME[:5, :7, :4])
 
 
-def test_cache_pickles_empty():
+def test_cache_pickles_empty_and_shared_by_the_tasks_of_a_process():
     cache = gz._ChunkCache(CountingSource(VOLUME, (5, 7, 4)), [[2] * 5, [1] * 3, [1] * 3], VOLUME.nbytes)
     cache.take((0, 0, 0))
     copy = pickle.loads(pickle.dumps(cache))
     assert copy.kept() == [] and len(copy.source.reads) == 1
     np.testing.assert_array_equal(copy.take((4, 2, 2)), VOLUME[20:, 14:, 8:])
+    # Tasks of the same call unpickled in this process share the copy
+    # while one holds it; another call's tasks get their own.
+    assert pickle.loads(pickle.dumps(cache)) is copy
+    other = gz._ChunkCache(cache.source, [[2] * 5, [1] * 3, [1] * 3], VOLUME.nbytes)
+    assert pickle.loads(pickle.dumps(other)) is not copy
 
 
 @pytest.fixture

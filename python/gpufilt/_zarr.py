@@ -20,6 +20,7 @@ import numbers
 import os
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -92,10 +93,12 @@ class _ChunkCache:
     a chunk's readers are their product), and, least recently used first,
     when more than `max_bytes` are kept for readers to come (a later reader
     then decodes it again). A reader of a chunk being decoded waits for it
-    rather than decode it twice. Pickled (another process's worker), it
-    starts empty: tasks in other processes share nothing."""
+    rather than decode it twice. Pickled to another process (a
+    dask.distributed worker), the tasks of the call there share one cache
+    of their own, which starts empty (_process_cache)."""
 
-    def __init__(self, source, readers, max_bytes):
+    def __init__(self, source, readers, max_bytes, key=None):
+        self.key = key or uuid.uuid4().hex  # the filter_zarr call's, across processes
         self.source = source
         self._readers = readers
         self._max_bytes = max_bytes
@@ -106,7 +109,7 @@ class _ChunkCache:
         self._decoding = {}  # chunk index -> Future of the decode in progress
 
     def __reduce__(self):
-        return _ChunkCache, (self.source, self._readers, self._max_bytes)
+        return _process_cache, (self.key, self.source, self._readers, self._max_bytes)
 
     def take(self, index, wait=True):
         """Source chunk `index` (a tuple of chunk numbers), decoded; None
@@ -169,6 +172,22 @@ class _ChunkCache:
         """The chunk indices kept now, least recently used first (for tests)."""
         with self._lock:
             return list(self._kept)
+
+
+# The caches unpickled in this process, by call: a worker deserialises each
+# task on its own, and its tasks of one call then share one cache for as
+# long as any of them holds it.
+_PROCESS_CACHES = weakref.WeakValueDictionary()
+_PROCESS_CACHES_LOCK = threading.Lock()
+
+
+def _process_cache(key, source, readers, max_bytes):
+    """This process's cache of call `key` (made empty if none is held)."""
+    with _PROCESS_CACHES_LOCK:
+        cache = _PROCESS_CACHES.get(key)
+        if cache is None:
+            cache = _PROCESS_CACHES[key] = _ChunkCache(source, readers, max_bytes, key)
+        return cache
 
 
 def _written_units(target):

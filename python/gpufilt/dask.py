@@ -25,6 +25,8 @@ import importlib
 import inspect
 import itertools
 import numbers
+import operator
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -386,15 +388,16 @@ def _library(array):
     return importlib.import_module("cupy" if type(array).__module__.startswith("cupy") else "numpy")
 
 
-def _cut_and_join(nested, pieces, move=None):
+def _cut_and_join(nested, pieces=None, move=None):
     """One array from a nested list of chunks (one level per axis), each
-    cut to its piece (and moved by `move`, where given): a view, without a
+    cut to its piece (where `pieces` are given: else the chunks are the
+    pieces already) and moved by `move` (where given): a view, without a
     copy, where the pieces are views of one array that tile a box of it
     (dask.array.from_array of an array in memory), else a concatenation."""
-    cut = _cut(nested, pieces)
+    cut = nested if pieces is None else _cut(nested, pieces)
     if move is not None:
         cut = _map_leaves(move, cut)
-    return _view_of_one_array(cut) if len(pieces) else cut
+    return _view_of_one_array(cut) if isinstance(cut, list) else cut
 
 
 def _leaves(nested):
@@ -500,13 +503,15 @@ class _Block:
     where it runs: `gpu`, a GPU id for host chunks
     streamed through that GPU (the result comes back to the host), or None
     to run where its own chunk is (`home`: that chunk's place among the
-    gathered ones), on the CPU or on that chunk's GPU."""
+    gathered ones), on the CPU or on that chunk's GPU. `precut`: the
+    gathered chunks are cut to their pieces already (_piece_keys)."""
     steps: tuple
     pieces: tuple
     own: tuple
     home: tuple = ()
     gpu: int | None = None
     crops: tuple = ()
+    precut: bool = False
 
     def __call__(self, *gathered):
         if self.gpu is not None:
@@ -530,7 +535,7 @@ class _Block:
         """The gathered chunks cut to their pieces (each moved by `move`
         where given) and joined."""
         if self.pieces:
-            return _cut_and_join(nested, self.pieces, move)
+            return _cut_and_join(nested, None if self.precut else self.pieces, move)
         return nested if move is None else move(nested)  # a 0-d block
 
     def _filter(self, arrays):
@@ -616,6 +621,35 @@ def _nested_keys(name, pieces, axis=0, index=()):
     return [_nested_keys(name, pieces, axis + 1, index + (chunk,)) for chunk, _, _ in pieces[axis]]
 
 
+def _piece_keys(array, pieces, layer, cut_name, index=(), bounds=()):
+    """_nested_keys with each piece that is not a whole chunk cut out of
+    its chunk by a task of its own, added to `layer` (under `cut_name`,
+    one task a piece however many blocks read it)."""
+    axis = len(index)
+    if axis == len(pieces):
+        if all(lo == 0 and hi == array.chunks[ax][i] for ax, (i, lo, hi) in enumerate(bounds)):
+            return (array.name, *index)
+        key = (cut_name, *index, *(b for _, lo, hi in bounds for b in (lo, hi)))
+        layer[key] = (operator.getitem, (array.name, *index), tuple(slice(lo, hi) for _, lo, hi in bounds))
+        return key
+    return [_piece_keys(array, pieces, layer, cut_name, index + (piece[0],), bounds + (piece,))
+            for piece in pieces[axis]]
+
+
+def _cuts_halos_apart():
+    """Whether dask's current scheduler is a dask.distributed Client. Its
+    workers fetch a task's inputs whole from the worker that holds them, so
+    the halos are then cut out of their chunks by tasks of their own, where
+    the chunks live, and only those thin pieces travel (dask's map_overlap
+    does the same). In one process (dask's threads, gpufilt's GPUs) the
+    block's task cuts them itself: no task more than one a block."""
+    if "distributed" not in sys.modules:  # no Client without it (and importing it takes a while)
+        return False
+    import dask.base
+    get = dask.base.get_scheduler()
+    return type(getattr(get, "__self__", get)).__module__.startswith("distributed")
+
+
 # A GPU block's halo along the last axis (the contiguous one in C order)
 # is widened to whole groups of this many bytes from the array's start:
 # the gathered block's rows then start on aligned addresses and span whole
@@ -676,7 +710,8 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(x.ndim)]
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(x.ndim)]
     aligned = [a.rechunk(x.chunks) for a in aligned]
-    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus)
+    precut = _cuts_halos_apart()
+    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus, precut)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
     indices = list(itertools.product(*(range(len(c)) for c in x.chunks)))
     on = _gpus.placement(len(indices), gpus) if gpus else [None] * len(indices)
@@ -700,8 +735,12 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
             owns.append((first, stop))
             home.append(next(k for k, (chunk, _, _) in enumerate(axis_pieces) if chunk == i))
         crops, own = _crops(steps, spans, owns, x.shape, wrap, group)
-        block = _Block(tuple(steps), tuple(pieces), own, tuple(home), gpu, crops)
-        layer[(name, *index)] = (block, *(_nested_keys(a.name, pieces) for a in (x, *aligned)))
+        block = _Block(tuple(steps), tuple(pieces), own, tuple(home), gpu, crops, precut)
+        if precut:
+            inputs = [_piece_keys(a, pieces, layer, "piece-" + a.name + "-" + name) for a in (x, *aligned)]
+        else:
+            inputs = [_nested_keys(a.name, pieces) for a in (x, *aligned)]
+        layer[(name, *index)] = (block, *inputs)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x, *aligned])
     return da.Array(graph, name, chunks=x.chunks, meta=meta)
 

@@ -1,0 +1,120 @@
+"""gpufilt.dask and filter_zarr on a dask.distributed cluster (worker
+processes, as users run it): the in-memory results, and halos that travel
+between workers as thin pieces, not whole chunks."""
+import numpy as np
+import pytest
+
+from gpufilt import ndimage
+
+from _helpers import CUDA_USABLE
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+gdask = pytest.importorskip("gpufilt.dask")
+
+rng = np.random.default_rng(11)
+VOLUME = rng.standard_normal((36, 41, 30)).astype(np.float32)
+CHUNKS = ((10, 9, 17), (20, 21), (4, 26))  # uneven, one chunk thinner than the halos
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0",
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def incoming_bytes(client):
+    """The bytes each worker has fetched from the others so far."""
+    def fetched(dask_worker):
+        return sum(entry["total"] for entry in dask_worker.transfer_incoming_log)
+    return sum(client.run(fetched).values())
+
+
+CASES = [
+    ("gaussian_filter", dict(sigma=2.0, mode="wrap")),
+    ("median_filter", dict(size=3, mode="mirror")),
+    ("uniform_filter", dict(size=(9, 1, 4), origin=(1, 0, -1))),
+    ("sobel", dict(axis=2, mode="nearest")),
+    ("grey_opening", dict(size=(3, 2, 3))),
+    ("fourier_gaussian", dict(sigma=1.5)),
+]
+
+
+@pytest.mark.parametrize("name, kwargs", CASES, ids=[name for name, _ in CASES])
+def test_filters_on_a_cluster_equal_in_memory(client, name, kwargs):
+    function = getattr(ndimage, name)
+    result = client.compute(function(da.from_array(VOLUME, chunks=CHUNKS), **kwargs)).result()
+    np.testing.assert_allclose(result, function(VOLUME, **kwargs), rtol=1e-5, atol=1e-5)
+
+
+def test_binary_morphology_with_a_mask_on_a_cluster(client):
+    binary, mask = VOLUME > 0, VOLUME > -1
+    lazy = ndimage.binary_erosion(da.from_array(binary, chunks=CHUNKS), iterations=3,
+                                  mask=da.from_array(mask, chunks=CHUNKS), border_value=1)
+    expected = ndimage.binary_erosion(binary, iterations=3, mask=mask, border_value=1)
+    np.testing.assert_array_equal(client.compute(lazy).result(), expected)
+
+
+def test_a_chain_on_a_cluster(client):
+    def threshold(block):  # defined here: pickled by value for the workers
+        return block > 0.5
+    steps = [("gaussian_filter", {"sigma": 1.0}), ("sobel", {"axis": 0}), (threshold, {}, 0)]
+    result = client.compute(gdask.chain(da.from_array(VOLUME, chunks=CHUNKS), steps)).result()
+    np.testing.assert_array_equal(result, ndimage.sobel(ndimage.gaussian_filter(VOLUME, 1.0), axis=0) > 0.5)
+
+
+def test_halos_travel_as_pieces_not_whole_chunks(client):
+    # Eight chunks of 1 MiB on two workers: each block needs a halo of 2
+    # elements from up to seven neighbours, most of them on the other worker.
+    volume = rng.random((128, 128, 128), dtype=np.float32)
+    x = client.persist(da.from_array(volume, chunks=64))
+    distributed.wait(x)
+    before = incoming_bytes(client)
+    result = client.persist(ndimage.gaussian_filter(x, 1.0, radius=2))
+    distributed.wait(result)
+    moved = incoming_bytes(client) - before
+    # Pieces 2 elements thick: about 3 x 2/64 of the volume. Whole
+    # neighbour chunks would be about the whole volume.
+    assert moved < 0.25 * volume.nbytes, moved / volume.nbytes
+    np.testing.assert_allclose(result.compute(), ndimage.gaussian_filter(volume, 1.0, radius=2), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_filter_zarr_on_a_cluster(client, tmp_path):
+    zarr = pytest.importorskip("zarr")
+    source = zarr.create_array(str(tmp_path / "in.zarr"), shape=VOLUME.shape, dtype=VOLUME.dtype, chunks=(8, 16, 16))
+    source[:] = VOLUME
+    steps = [("gaussian_filter", {"sigma": 1.5, "mode": "wrap"}), ("median_filter", {"size": 3, "mode": "wrap"})]
+    written = gdask.filter_zarr(source, str(tmp_path / "out.zarr"), steps, task_bytes=0, compute=False)
+    target = client.compute(written).result()
+    expected = ndimage.median_filter(ndimage.gaussian_filter(VOLUME, 1.5, mode="wrap"), 3, mode="wrap")
+    np.testing.assert_allclose(target[:], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+# numba-cuda (which distributed imports for device arrays) with numpy 2.5 warns as it imports
+@pytest.mark.filterwarnings("ignore:The 'generic' unit for NumPy timedelta:DeprecationWarning")
+def test_cupy_chunks_on_a_dask_cuda_cluster():
+    # dask-cuda's LocalCUDACluster: a worker process on each GPU, each
+    # filtering the cupy chunks it holds on its GPU.
+    cp = pytest.importorskip("cupy")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    steps = [("gaussian_filter", {"sigma": 1.5, "mode": "wrap"}), ("sobel", {"axis": 0}),
+             ("median_filter", {"size": 3})]
+    with dask_cuda.LocalCUDACluster(dashboard_address=":0", silence_logs=40) as cluster, \
+            distributed.Client(cluster) as client:
+        x = client.persist(da.from_array(VOLUME, chunks=CHUNKS).map_blocks(cp.asarray))
+        distributed.wait(x)
+        lazy = gdask.chain(x, steps)
+        assert isinstance(lazy._meta, cp.ndarray)
+        result = client.compute(lazy).result()
+        masked = client.compute(ndimage.binary_dilation(x > 0, iterations=2, mask=x > -1)).result()
+    expected = cp.asarray(VOLUME)
+    for name, kwargs in steps:
+        expected = getattr(ndimage, name)(expected, **kwargs)
+    assert isinstance(result, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(result), cp.asnumpy(expected), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(cp.asnumpy(masked), ndimage.binary_dilation(VOLUME > 0, iterations=2,
+                                                                              mask=VOLUME > -1))
