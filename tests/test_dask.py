@@ -253,6 +253,30 @@ def test_a_chain_equals_the_filters_one_after_the_other(chunks, modes):
     assert_same(gdask.chain(da.from_array(data, chunks=chunks), steps).compute(), expected)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(chunks=chunkings(SHAPE), case=st.sampled_from(MODE_CASES))
+def test_halos_cut_apart_as_for_a_cluster_give_the_same_results(mode, chunks, case, monkeypatch):
+    # With a dask.distributed Client, each halo piece is cut out of its chunk
+    # by a task of its own (test_dask_distributed.py runs a cluster): here
+    # that graph runs on dask's threads, over every filter, mode and chunking.
+    monkeypatch.setattr(gdask, "_cuts_halos_apart", lambda: True)
+    name, kwargs = case
+    if "structure" in kwargs and mode not in PAD_MODES:
+        return
+    run_both(name, DATA["float32"], chunks, mode=mode, cval=0.5, **kwargs)
+    lazy = run_both("uniform_filter", DATA["float32"], (5, 4), size=3, mode=mode)
+    assert any(key[0].startswith("piece-") for key in lazy.__dask_graph__())
+    for extremes in [((6, 0, 7, 0), (0, 8, 3)), (1, 4)]:  # chunks of length 0, a halo wider than the array
+        run_both("gaussian_filter", DATA["float32"], extremes, sigma=4.0, mode=mode)
+    run_both("binary_dilation", BINARY, chunks, iterations=2, mask=MASK)
+    steps = [("gaussian_filter", dict(sigma=1.2, mode=mode)), ("maximum_filter", dict(size=(2, 3), origin=(0, 1)))]
+    assert_same(gdask.chain(da.from_array(DATA["float64"], chunks=chunks), steps).compute(),
+                ndimage.maximum_filter(ndimage.gaussian_filter(DATA["float64"], 1.2, mode=mode), (2, 3),
+                                       origin=(0, 1)))
+
+
 @pytest.mark.parametrize("group", [1, 4])
 def test_a_chain_cuts_each_result_to_what_the_later_steps_read(group, monkeypatch):
     # After each step a block is cut to its own elements plus the later
