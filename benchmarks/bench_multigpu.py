@@ -108,7 +108,11 @@ def child_resident(args):
     from gpufilt.dask import chain
     shape, chunks = _ints(args.shape), _ints(args.chunks)
     out = []
-    with dask.config.set(scheduler="threads"):
+    # dask-image + cupyx on one GPU runs fastest on few threads (each
+    # block's cupyx calls then do not contend for the GPU and its pool):
+    # --peer-workers; gpufilt takes dask's default, a thread a core.
+    workers = args.peer_workers if args.library == "dask-image" else None
+    with dask.config.set(scheduler="threads", num_workers=workers):
         for n in _ints(args.gpus):
             if n > cupy.cuda.runtime.getDeviceCount():
                 continue
@@ -121,7 +125,7 @@ def child_resident(args):
                     run = _dask_image_run(x, case)
                 first, s = _timed_s(run, args.repeats)
                 out.append({"part": "resident", "library": args.library, "case": case, "gpus": n, "s": s,
-                            "first_s": first, "gb": x.nbytes / 1e9})
+                            "first_s": first, "gb": x.nbytes / 1e9, "workers": workers})
                 print(json.dumps(out[-1]), flush=True)
             x = None
             for k in range(n):
@@ -156,6 +160,11 @@ def _worker_block(block_info=None):
     return _random_block(info["chunk-shape"], np.float32, k, cupy.cuda.Device().id)
 
 
+def _synchronize():
+    import cupy
+    cupy.cuda.Device().synchronize()
+
+
 def child_cluster(args):
     """The resident cases on dask-cuda's LocalCUDACluster (one worker
     process a GPU, halos between workers over TCP), gpufilt and dask-image
@@ -182,6 +191,9 @@ def child_cluster(args):
                     def run(x=x, case=case, library=library):
                         lazy = chain(x, steps_of(case)) if library == "gpufilt" else _dask_image_lazy(x, case)
                         wait(client.persist(lazy))
+                        # A task ends when its kernels are queued (dask-image's) or done
+                        # (gpufilt's): count each worker's GPU work to its end.
+                        client.run(_synchronize)
                     first, s = _timed_s(run, args.repeats)
                     out.append({"part": "dask-cuda", "library": library, "case": case, "gpus": n, "s": s,
                                 "first_s": first, "gb": x.nbytes / 1e9, "chunks_per_worker": held})
@@ -290,6 +302,7 @@ def main():
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", choices=("resident", "host", "cluster"))
     parser.add_argument("--library", default="gpufilt")
+    parser.add_argument("--peer-workers", type=int, default=2, help="dask's threads for dask-image + cupyx")
     parser.add_argument("--shape")
     parser.add_argument("--lanes", type=int, default=None, help="gpufilt._gpus.LANES_PER_GPU for this run")
     parser.add_argument("--async-pool", action="store_true", help="CuPy's allocator: cudaMallocAsync")
@@ -317,7 +330,7 @@ def main():
         rows += _child("--child", "resident", *resident, *common)
     if "dask-image" in parts:
         rows += _child("--child", "resident", "--library", "dask-image", *resident, "--gpus", "1",
-                       "--repeats", str(args.repeats))
+                       "--repeats", str(args.repeats), "--peer-workers", str(args.peer_workers))
     if "dask-cuda" in parts:
         rows += _child("--child", "cluster", *resident, "--gpus", args.gpus, "--repeats", str(args.repeats))
     if "host" in parts:
