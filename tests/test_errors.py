@@ -423,6 +423,24 @@ def test_invalid_origin_raises_value_error_for_weights(name, taps, origin, x):
         call(name, x, np.ones(taps) / taps, origin=origin, output=x)
 
 
+@pytest.mark.parametrize("origin", [1.0, 5.0, -7.0, np.float32(2.0), (0, 1.0), (0, 9.0)])
+@pytest.mark.parametrize("name, window", [
+    ("uniform_filter1d", dict(size=3)), ("uniform_filter", dict(size=3)), ("minimum_filter", dict(size=3)),
+    ("median_filter", dict(size=3)), ("correlate1d", dict(weights=[1.0, 2.0, 3.0])),
+    ("correlate", dict(weights=np.ones((3, 3)))), ("grey_erosion", dict(size=3)),
+    ("grey_dilation", dict(structure=np.ones((3, 3)))),
+])
+def test_float_origins_raise_what_scipy_raises(name, window, origin, x):
+    # scipy checks the range first: a float beyond it is a ValueError, one within a TypeError.
+    if name.endswith("1d") and isinstance(origin, tuple):
+        return
+    with pytest.raises((TypeError, ValueError)) as expected:
+        getattr(snd, name)(x.copy(), origin=origin, **window)
+    expected = expected.value
+    with untouched(x), pytest.raises(type(expected), match="origin"):
+        getattr(gnd, name)(x, origin=origin, output=x, **window)
+
+
 @pytest.mark.parametrize("weights", [[], np.empty(0), np.ones((2, 2))])
 @pytest.mark.parametrize("name", ["correlate1d", "convolve1d"])
 def test_empty_or_multidimensional_weights_raise_value_error(name, weights, x):

@@ -139,12 +139,23 @@ def origin_index(origin) -> int:
         raise TypeError(f"origin must be an integer, not {type(origin).__name__}") from None
 
 
+def origin_number(origin):
+    """An origin as a number to compute with before check_origin (which
+    checks a float's range before it must be an int, as scipy does): a
+    TypeError for anything else."""
+    value = _scalar(origin)
+    return value if isinstance(value, numbers.Real) else origin_index(value)
+
+
 def check_origin(origin, taps: int) -> int:
-    origin = origin_index(origin)
-    if not -(taps // 2) <= origin <= (taps - 1) // 2:
-        raise ValueError(f"invalid origin {origin} for a filter of size {taps}; origin must "
+    """An origin checked against a window of `taps`, as an int. The range
+    comes first (scipy's order): 7.0 for 3 taps is a ValueError, 1.0 a
+    TypeError."""
+    value = _scalar(origin)
+    if isinstance(value, numbers.Real) and not -(taps // 2) <= value <= (taps - 1) // 2:
+        raise ValueError(f"invalid origin {value} for a filter of size {taps}; origin must "
                          f"satisfy -(size // 2) <= origin <= (size - 1) // 2")
-    return origin
+    return origin_index(value)
 
 
 def _scalar(value):

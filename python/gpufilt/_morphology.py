@@ -53,7 +53,7 @@ def _dilation_origins(axes, origin, shape_of):
     origins = _args.normalize_sequence(origin, len(axes), "origin")
     result = []
     for i, o in enumerate(origins):
-        o = -_args.origin_index(o)
+        o = -_args.origin_number(o)
         if not shape_of(i) & 1:
             o -= 1
         result.append(o)
@@ -120,7 +120,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     ndimage = _ndimage()
     heights = ndimage._expand_to_input(x.ndim, axes, heights, "structure")
     mask = ndimage._expand_to_input(x.ndim, axes, mask, "footprint")
-    origins = [_args.origin_index(o) for o in ndimage._expand_origins(x.ndim, axes, origin)]
+    origins = ndimage._expand_origins(x.ndim, axes, origin)
     modes = _args.normalize_sequence(mode, len(axes), "mode")
     axes = tuple(range(x.ndim))
     if len(set(modes)) > 1:
@@ -131,8 +131,7 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         _args.mode_code(mode)  # its error
     widths = [(0, 0)] * x.ndim
     for ax, n, o in zip(axes, mask.shape, origins):
-        _args.check_origin(o, n)
-        centre = n // 2 + o
+        centre = n // 2 + _args.check_origin(o, n)
         widths[ax] = (centre, n - 1 - centre)
     taps = [tuple(int(j) for j in tap) for tap in np.argwhere(mask)]  # in C order; () for a 0-d one
     if not taps:
