@@ -277,6 +277,19 @@ def test_halos_cut_apart_as_for_a_cluster_give_the_same_results(mode, chunks, ca
                                        origin=(0, 1)))
 
 
+def test_a_graph_built_before_its_distributed_client_starts():
+    # scheduler="distributed" configured, the Client not started yet: dask
+    # builds graphs then and refuses only to compute them; gpufilt asked
+    # the scheduler as it built, which raised. A Client will run the
+    # graph, so its halos are cut apart.
+    pytest.importorskip("distributed")
+    dask = pytest.importorskip("dask")
+    with dask.config.set(scheduler="distributed"):
+        lazy = ndimage.uniform_filter(da.from_array(DATA["float32"], chunks=(5, 4)), 3)
+    assert any(key[0].startswith("piece-") for key in lazy.__dask_graph__())
+    assert_same(lazy.compute(scheduler="threads"), ndimage.uniform_filter(DATA["float32"], 3))
+
+
 @pytest.mark.parametrize("group", [1, 4])
 def test_a_chain_cuts_each_result_to_what_the_later_steps_read(group, monkeypatch):
     # After each step a block is cut to its own elements plus the later

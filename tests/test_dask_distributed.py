@@ -1,6 +1,8 @@
 """gpufilt.dask and filter_zarr on a dask.distributed cluster (worker
 processes, as users run it): the in-memory results, and halos that travel
 between workers as thin pieces, not whole chunks."""
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,19 @@ def test_halos_travel_as_pieces_not_whole_chunks(client):
     assert moved < 0.25 * volume.nbytes, moved / volume.nbytes
     np.testing.assert_allclose(result.compute(), ndimage.gaussian_filter(volume, 1.0, radius=2), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_a_graph_built_while_an_asynchronous_client_is_the_default():
+    # dask.compute refuses an asynchronous Client (client.compute runs the
+    # graph); building a graph must not ask it to compute.
+    async def filtered():
+        async with distributed.LocalCluster(n_workers=1, processes=False, asynchronous=True, dashboard_address=":0",
+                                            silence_logs=40) as cluster, \
+                distributed.Client(cluster, asynchronous=True) as client:
+            lazy = ndimage.gaussian_filter(da.from_array(VOLUME, chunks=CHUNKS), 1.0)
+            assert any(key[0].startswith("piece-") for key in lazy.__dask_graph__())
+            return await client.compute(lazy)
+    np.testing.assert_allclose(asyncio.run(filtered()), ndimage.gaussian_filter(VOLUME, 1.0), rtol=1e-5, atol=1e-5)
 
 
 def test_filter_zarr_on_a_cluster(client, tmp_path):

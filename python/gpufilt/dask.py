@@ -643,11 +643,18 @@ def _cuts_halos_apart():
     the chunks live, and only those thin pieces travel (dask's map_overlap
     does the same). In one process (dask's threads, gpufilt's GPUs) the
     block's task cuts them itself: no task more than one a block."""
-    if "distributed" not in sys.modules:  # no Client without it (and importing it takes a while)
+    distributed = sys.modules.get("distributed")
+    if distributed is None:  # no Client without it (and importing it takes a while)
         return False
     import dask.base
-    get = dask.base.get_scheduler()
-    return type(getattr(get, "__self__", get)).__module__.startswith("distributed")
+    try:
+        get = dask.base.get_scheduler()
+    except RuntimeError:
+        # What dask.compute refuses, not a graph's building: an asynchronous
+        # Client (client.compute runs the graph), or scheduler="distributed"
+        # before its Client starts. Either way a Client runs the graph.
+        return True
+    return isinstance(getattr(get, "__self__", None), distributed.Client)
 
 
 # A GPU block's halo along the last axis (the contiguous one in C order)
