@@ -262,6 +262,7 @@ def test_halos_cut_apart_as_for_a_cluster_give_the_same_results(mode, chunks, ca
     # by a task of its own (test_dask_distributed.py runs a cluster): here
     # that graph runs on dask's threads, over every filter, mode and chunking.
     monkeypatch.setattr(gdask, "_cuts_halos_apart", lambda: True)
+    monkeypatch.setattr(gdask, "CUT_APART_BYTES", 0)  # however small the chunks
     name, kwargs = case
     if "structure" in kwargs and mode not in PAD_MODES:
         return
@@ -277,13 +278,14 @@ def test_halos_cut_apart_as_for_a_cluster_give_the_same_results(mode, chunks, ca
                                        origin=(0, 1)))
 
 
-def test_a_graph_built_before_its_distributed_client_starts():
+def test_a_graph_built_before_its_distributed_client_starts(monkeypatch):
     # scheduler="distributed" configured, the Client not started yet: dask
     # builds graphs then and refuses only to compute them; gpufilt asked
     # the scheduler as it built, which raised. A Client will run the
     # graph, so its halos are cut apart.
     pytest.importorskip("distributed")
     dask = pytest.importorskip("dask")
+    monkeypatch.setattr(gdask, "CUT_APART_BYTES", 0)  # cut every piece apart, however small its chunk
     with dask.config.set(scheduler="distributed"):
         lazy = ndimage.uniform_filter(da.from_array(DATA["float32"], chunks=(5, 4)), 3)
     assert any(key[0].startswith("piece-") for key in lazy.__dask_graph__())

@@ -43,8 +43,10 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("cut_apart_bytes", [0, gdask.CUT_APART_BYTES])  # every piece cut apart; none here
 @pytest.mark.parametrize("name, kwargs", CASES, ids=[name for name, _ in CASES])
-def test_filters_on_a_cluster_equal_in_memory(client, name, kwargs):
+def test_filters_on_a_cluster_equal_in_memory(client, name, kwargs, cut_apart_bytes, monkeypatch):
+    monkeypatch.setattr(gdask, "CUT_APART_BYTES", cut_apart_bytes)
     function = getattr(ndimage, name)
     result = client.compute(function(da.from_array(VOLUME, chunks=CHUNKS), **kwargs)).result()
     np.testing.assert_allclose(result, function(VOLUME, **kwargs), rtol=1e-5, atol=1e-5)
@@ -66,26 +68,31 @@ def test_a_chain_on_a_cluster(client):
     np.testing.assert_array_equal(result, ndimage.sobel(ndimage.gaussian_filter(VOLUME, 1.0), axis=0) > 0.5)
 
 
-def test_halos_travel_as_pieces_not_whole_chunks(client):
+def test_halos_of_large_chunks_travel_as_pieces(client, monkeypatch):
     # Eight chunks of 1 MiB on two workers: each block needs a halo of 2
     # elements from up to seven neighbours, most of them on the other worker.
     volume = rng.random((128, 128, 128), dtype=np.float32)
     x = client.persist(da.from_array(volume, chunks=64))
     distributed.wait(x)
-    before = incoming_bytes(client)
-    result = client.persist(ndimage.gaussian_filter(x, 1.0, radius=2))
-    distributed.wait(result)
-    moved = incoming_bytes(client) - before
-    # Pieces 2 elements thick: about 3 x 2/64 of the volume. Whole
-    # neighbour chunks would be about the whole volume.
-    assert moved < 0.25 * volume.nbytes, moved / volume.nbytes
-    np.testing.assert_allclose(result.compute(), ndimage.gaussian_filter(volume, 1.0, radius=2), rtol=1e-5,
-                               atol=1e-6)
+    expected = ndimage.gaussian_filter(volume, 1.0, radius=2)
+    for cut_apart_bytes, least, most in [(2**20 - 1, 0, 0.25), (2**20, 0.5, 1.5)]:
+        monkeypatch.setattr(gdask, "CUT_APART_BYTES", cut_apart_bytes)
+        before = incoming_bytes(client)
+        result = client.persist(ndimage.gaussian_filter(x, 1.0, radius=2))
+        distributed.wait(result)
+        moved = (incoming_bytes(client) - before) / volume.nbytes
+        # Pieces 2 elements thick: about 3 x 2/64 of the volume; whole
+        # chunks (not above CUT_APART_BYTES): about the whole volume.
+        assert least <= moved < most, (cut_apart_bytes, moved)
+        np.testing.assert_allclose(result.compute(), expected, rtol=1e-5, atol=1e-6)
+        del result
 
 
-def test_a_graph_built_while_an_asynchronous_client_is_the_default():
+def test_a_graph_built_while_an_asynchronous_client_is_the_default(monkeypatch):
     # dask.compute refuses an asynchronous Client (client.compute runs the
     # graph); building a graph must not ask it to compute.
+    monkeypatch.setattr(gdask, "CUT_APART_BYTES", 0)
+
     async def filtered():
         async with distributed.LocalCluster(n_workers=1, processes=False, asynchronous=True, dashboard_address=":0",
                                             silence_logs=40) as cluster, \
@@ -111,9 +118,11 @@ def test_filter_zarr_on_a_cluster(client, tmp_path):
 @pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
 # numba-cuda (which distributed imports for device arrays) with numpy 2.5 warns as it imports
 @pytest.mark.filterwarnings("ignore:The 'generic' unit for NumPy timedelta:DeprecationWarning")
-def test_cupy_chunks_on_a_dask_cuda_cluster():
+@pytest.mark.parametrize("cut_apart_bytes", [0, gdask.CUT_APART_BYTES])
+def test_cupy_chunks_on_a_dask_cuda_cluster(cut_apart_bytes, monkeypatch):
     # dask-cuda's LocalCUDACluster: a worker process on each GPU, each
     # filtering the cupy chunks it holds on its GPU.
+    monkeypatch.setattr(gdask, "CUT_APART_BYTES", cut_apart_bytes)
     cp = pytest.importorskip("cupy")
     dask_cuda = pytest.importorskip("dask_cuda")
     steps = [("gaussian_filter", {"sigma": 1.5, "mode": "wrap"}), ("sobel", {"axis": 0}),

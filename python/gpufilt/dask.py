@@ -24,6 +24,7 @@ import bisect
 import importlib
 import inspect
 import itertools
+import math
 import numbers
 import operator
 import sys
@@ -388,16 +389,15 @@ def _library(array):
     return importlib.import_module("cupy" if type(array).__module__.startswith("cupy") else "numpy")
 
 
-def _cut_and_join(nested, pieces=None, move=None):
+def _cut_and_join(nested, pieces, move=None):
     """One array from a nested list of chunks (one level per axis), each
-    cut to its piece (where `pieces` are given: else the chunks are the
-    pieces already) and moved by `move` (where given): a view, without a
+    cut to its piece (and moved by `move`, where given): a view, without a
     copy, where the pieces are views of one array that tile a box of it
     (dask.array.from_array of an array in memory), else a concatenation."""
-    cut = nested if pieces is None else _cut(nested, pieces)
+    cut = _cut(nested, pieces)
     if move is not None:
         cut = _map_leaves(move, cut)
-    return _view_of_one_array(cut) if isinstance(cut, list) else cut
+    return _view_of_one_array(cut) if len(pieces) else cut
 
 
 def _leaves(nested):
@@ -414,7 +414,11 @@ def _map_leaves(function, nested):
 
 def _cut(nested, pieces, index=()):
     if len(index) == len(pieces):
-        return nested[tuple(slice(lo, hi) for _, lo, hi in (pieces[a][i] for a, i in enumerate(index)))]
+        # A chunk as long as its piece along an axis is that piece: either
+        # the piece is the whole chunk, or a task of its own cut it out
+        # already (_piece_keys).
+        return nested[tuple(slice(None) if n == hi - lo else slice(lo, hi)
+                            for n, (_, lo, hi) in zip(nested.shape, (pieces[a][i] for a, i in enumerate(index))))]
     return [_cut(sub, pieces, index + (i,)) for i, sub in enumerate(nested)]
 
 
@@ -503,15 +507,13 @@ class _Block:
     where it runs: `gpu`, a GPU id for host chunks
     streamed through that GPU (the result comes back to the host), or None
     to run where its own chunk is (`home`: that chunk's place among the
-    gathered ones), on the CPU or on that chunk's GPU. `precut`: the
-    gathered chunks are cut to their pieces already (_piece_keys)."""
+    gathered ones), on the CPU or on that chunk's GPU."""
     steps: tuple
     pieces: tuple
     own: tuple
     home: tuple = ()
     gpu: int | None = None
     crops: tuple = ()
-    precut: bool = False
 
     def __call__(self, *gathered):
         if self.gpu is not None:
@@ -535,7 +537,7 @@ class _Block:
         """The gathered chunks cut to their pieces (each moved by `move`
         where given) and joined."""
         if self.pieces:
-            return _cut_and_join(nested, None if self.precut else self.pieces, move)
+            return _cut_and_join(nested, self.pieces, move)
         return nested if move is None else move(nested)  # a 0-d block
 
     def _filter(self, arrays):
@@ -621,13 +623,29 @@ def _nested_keys(name, pieces, axis=0, index=()):
     return [_nested_keys(name, pieces, axis + 1, index + (chunk,)) for chunk, _, _ in pieces[axis]]
 
 
+# On a dask.distributed cluster, the halo pieces of chunks larger than
+# this are cut out by tasks of their own, so that only the pieces travel
+# between workers (see _cuts_halos_apart); smaller chunks travel whole.
+# A worker fetches a chunk once for all its tasks, and an extra task costs
+# more than a small chunk's trip: on a local cluster of two processes here
+# (2 cores), a gaussian (sigma 1) took 96 / 163 / 666 ms with whole chunks
+# of 1 / 8 / 64 MiB against 378 / 458 / 1056 ms with the pieces cut apart.
+# Large chunks cross a network, or go through the host between GPUs, and a
+# worker would hold its neighbours' whole chunks: dask-cuda on two H200s
+# with 1 GiB chunks took 594 ms for that gaussian with the pieces cut apart.
+CUT_APART_BYTES = 64 * 2**20
+
+
 def _piece_keys(array, pieces, layer, cut_name, index=(), bounds=()):
-    """_nested_keys with each piece that is not a whole chunk cut out of
-    its chunk by a task of its own, added to `layer` (under `cut_name`,
-    one task a piece however many blocks read it)."""
+    """_nested_keys with each piece of a chunk larger than CUT_APART_BYTES
+    that is not the whole chunk cut out by a task of its own, added to
+    `layer` (under `cut_name`, one task a piece however many blocks read
+    it)."""
     axis = len(index)
     if axis == len(pieces):
-        if all(lo == 0 and hi == array.chunks[ax][i] for ax, (i, lo, hi) in enumerate(bounds)):
+        shape = [array.chunks[ax][i] for ax, (i, _, _) in enumerate(bounds)]
+        whole = all(lo == 0 and hi == n for n, (_, lo, hi) in zip(shape, bounds))
+        if whole or math.prod(shape) * array.dtype.itemsize <= CUT_APART_BYTES:
             return (array.name, *index)
         key = (cut_name, *index, *(b for _, lo, hi in bounds for b in (lo, hi)))
         layer[key] = (operator.getitem, (array.name, *index), tuple(slice(lo, hi) for _, lo, hi in bounds))
@@ -717,8 +735,9 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(x.ndim)]
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(x.ndim)]
     aligned = [a.rechunk(x.chunks) for a in aligned]
-    precut = _cuts_halos_apart()
-    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus, precut)
+    cut_apart = _cuts_halos_apart()
+    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus, cut_apart,
+                                 CUT_APART_BYTES)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
     indices = list(itertools.product(*(range(len(c)) for c in x.chunks)))
     on = _gpus.placement(len(indices), gpus) if gpus else [None] * len(indices)
@@ -742,8 +761,8 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
             owns.append((first, stop))
             home.append(next(k for k, (chunk, _, _) in enumerate(axis_pieces) if chunk == i))
         crops, own = _crops(steps, spans, owns, x.shape, wrap, group)
-        block = _Block(tuple(steps), tuple(pieces), own, tuple(home), gpu, crops, precut)
-        if precut:
+        block = _Block(tuple(steps), tuple(pieces), own, tuple(home), gpu, crops)
+        if cut_apart:
             inputs = [_piece_keys(a, pieces, layer, "piece-" + a.name + "-" + name) for a in (x, *aligned)]
         else:
             inputs = [_nested_keys(a.name, pieces) for a in (x, *aligned)]
