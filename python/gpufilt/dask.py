@@ -416,7 +416,7 @@ def _cut(nested, pieces, index=()):
     if len(index) == len(pieces):
         # A chunk as long as its piece along an axis is that piece: either
         # the piece is the whole chunk, or a task of its own cut it out
-        # already (_piece_keys).
+        # already (_input_keys).
         return nested[tuple(slice(None) if n == hi - lo else slice(lo, hi)
                             for n, (_, lo, hi) in zip(nested.shape, (pieces[a][i] for a, i in enumerate(index))))]
     return [_cut(sub, pieces, index + (i,)) for i, sub in enumerate(nested)]
@@ -617,15 +617,9 @@ def _pieces(starts, first, stop, before, after, wrap):
     return pieces, offset
 
 
-def _nested_keys(name, pieces, axis=0, index=()):
-    if axis == len(pieces):
-        return (name, *index)
-    return [_nested_keys(name, pieces, axis + 1, index + (chunk,)) for chunk, _, _ in pieces[axis]]
-
-
 # On a dask.distributed cluster, the halo pieces of chunks larger than
 # this are cut out by tasks of their own, so that only the pieces travel
-# between workers (see _cuts_halos_apart); smaller chunks travel whole.
+# between workers (see _cut_above); smaller chunks travel whole.
 # A worker fetches a chunk once for all its tasks, and an extra task costs
 # more than a small chunk's trip: on a local cluster of two processes here
 # (2 cores), a gaussian (sigma 1) took 96 / 163 / 666 ms with whole chunks
@@ -636,31 +630,38 @@ def _nested_keys(name, pieces, axis=0, index=()):
 CUT_APART_BYTES = 64 * 2**20
 
 
-def _piece_keys(array, pieces, layer, cut_name, index=(), bounds=()):
-    """_nested_keys with each piece of a chunk larger than CUT_APART_BYTES
-    that is not the whole chunk cut out by a task of its own, added to
-    `layer` (under `cut_name`, one task a piece however many blocks read
-    it)."""
+def _input_keys(array, pieces, layer, cut_name, cut_above, index=(), bounds=()):
+    """The keys of what a block gathers from `array`, a nested list with a
+    level per axis: the chunks' own keys, but for each piece of a chunk of
+    more than `cut_above` bytes (None: none) that is not the whole chunk,
+    the key of a task that cuts it out, added to `layer` (under `cut_name`:
+    one task a piece however many blocks read it)."""
     axis = len(index)
     if axis == len(pieces):
         shape = [array.chunks[ax][i] for ax, (i, _, _) in enumerate(bounds)]
         whole = all(lo == 0 and hi == n for n, (_, lo, hi) in zip(shape, bounds))
-        if whole or math.prod(shape) * array.dtype.itemsize <= CUT_APART_BYTES:
+        if whole or cut_above is None or math.prod(shape) * array.dtype.itemsize <= cut_above:
             return (array.name, *index)
         key = (cut_name, *index, *(b for _, lo, hi in bounds for b in (lo, hi)))
         layer[key] = (operator.getitem, (array.name, *index), tuple(slice(lo, hi) for _, lo, hi in bounds))
         return key
-    return [_piece_keys(array, pieces, layer, cut_name, index + (piece[0],), bounds + (piece,))
+    return [_input_keys(array, pieces, layer, cut_name, cut_above, index + (piece[0],), bounds + (piece,))
             for piece in pieces[axis]]
 
 
+def _cut_above():
+    """CUT_APART_BYTES where dask's current scheduler is a dask.distributed
+    Client, else None. A Client's workers fetch a task's inputs whole from
+    the worker that holds them, so the halos of large chunks are cut out by
+    tasks of their own, where the chunks live, and only those pieces travel
+    (dask's map_overlap cuts every halo apart). In one process (dask's
+    threads, gpufilt's GPUs) a block's task cuts its halos itself: one task
+    a block."""
+    return CUT_APART_BYTES if _cuts_halos_apart() else None
+
+
 def _cuts_halos_apart():
-    """Whether dask's current scheduler is a dask.distributed Client. Its
-    workers fetch a task's inputs whole from the worker that holds them, so
-    the halos are then cut out of their chunks by tasks of their own, where
-    the chunks live, and only those thin pieces travel (dask's map_overlap
-    does the same). In one process (dask's threads, gpufilt's GPUs) the
-    block's task cuts them itself: no task more than one a block."""
+    """Whether dask's current scheduler is a dask.distributed Client."""
     distributed = sys.modules.get("distributed")
     if distributed is None:  # no Client without it (and importing it takes a while)
         return False
@@ -735,9 +736,8 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
     reach = [(sum(s.reach[ax][0] for s in steps), sum(s.reach[ax][1] for s in steps)) for ax in range(x.ndim)]
     wrap = [any(s.wrap[ax] for s in steps) for ax in range(x.ndim)]
     aligned = [a.rechunk(x.chunks) for a in aligned]
-    cut_apart = _cuts_halos_apart()
-    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus, cut_apart,
-                                 CUT_APART_BYTES)
+    cut_above = _cut_above()
+    name = "gpufilt-" + tokenize(x.name, [a.name for a in aligned], steps, reach, wrap, gpus, cut_above)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
     indices = list(itertools.product(*(range(len(c)) for c in x.chunks)))
     on = _gpus.placement(len(indices), gpus) if gpus else [None] * len(indices)
@@ -762,11 +762,8 @@ def _halo_run(x, aligned, steps, meta, gpus=None):
             home.append(next(k for k, (chunk, _, _) in enumerate(axis_pieces) if chunk == i))
         crops, own = _crops(steps, spans, owns, x.shape, wrap, group)
         block = _Block(tuple(steps), tuple(pieces), own, tuple(home), gpu, crops)
-        if cut_apart:
-            inputs = [_piece_keys(a, pieces, layer, "piece-" + a.name + "-" + name) for a in (x, *aligned)]
-        else:
-            inputs = [_nested_keys(a.name, pieces) for a in (x, *aligned)]
-        layer[(name, *index)] = (block, *inputs)
+        layer[(name, *index)] = (block, *(_input_keys(a, pieces, layer, "piece-" + a.name + "-" + name, cut_above)
+                                          for a in (x, *aligned)))
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x, *aligned])
     return da.Array(graph, name, chunks=x.chunks, meta=meta)
 
