@@ -10,6 +10,7 @@ from gpufilt import ndimage
 
 from _helpers import CUDA_USABLE
 
+dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 gdask = pytest.importorskip("gpufilt.dask")
@@ -21,16 +22,22 @@ CHUNKS = ((10, 9, 17), (20, 21), (4, 26))  # uneven, one chunk thinner than the 
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0",
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+    # Without work stealing a task runs where most of its input is, which
+    # test_halos_of_large_chunks_travel_as_pieces counts on.
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0",
+                                     silence_logs=40) as cluster, distributed.Client(cluster) as client:
         yield client
 
 
-def incoming_bytes(client):
-    """The bytes each worker has fetched from the others so far."""
+def transferred(client):
+    """(key, bytes) of each piece of data a worker fetched from another
+    since the last call."""
     def fetched(dask_worker):
-        return sum(entry["total"] for entry in dask_worker.transfer_incoming_log)
-    return sum(client.run(fetched).values())
+        keys = [(key, n) for entry in dask_worker.transfer_incoming_log for key, n in entry["keys"].items()]
+        dask_worker.transfer_incoming_log.clear()
+        return keys
+    return [item for keys in client.run(fetched).values() for item in keys]
 
 
 CASES = [
@@ -69,23 +76,38 @@ def test_a_chain_on_a_cluster(client):
 
 
 def test_halos_of_large_chunks_travel_as_pieces(client, monkeypatch):
-    # Eight chunks of 1 MiB on two workers: each block needs a halo of 2
-    # elements from up to seven neighbours, most of them on the other worker.
+    # Eight chunks of 1 MiB, on the two workers as a checkerboard: each block
+    # needs a halo of 2 elements from its seven neighbours, four of them
+    # (its faces' and its corner's) on the other worker.
     volume = rng.random((128, 128, 128), dtype=np.float32)
-    x = client.persist(da.from_array(volume, chunks=64))
+    workers = sorted(client.scheduler_info()["workers"])
+    corners = range(2)
+    x = da.block([[[da.from_delayed(client.scatter(volume[64 * i:64 * i + 64, 64 * j:64 * j + 64, 64 * k:64 * k + 64],
+                                                   workers=[workers[(i + j + k) % 2]]), (64, 64, 64), volume.dtype)
+                    for k in corners] for j in corners] for i in corners])
+    x = client.persist(x)
     distributed.wait(x)
     expected = ndimage.gaussian_filter(volume, 1.0, radius=2)
-    for cut_apart_bytes, least, most in [(2**20 - 1, 0, 0.25), (2**20, 0.5, 1.5)]:
+    transferred(client)
+    moved = {}
+    for cut_apart_bytes in (2**20 - 1, 2**20):  # just below the chunks' bytes: cut apart; at them: whole
         monkeypatch.setattr(gdask, "CUT_APART_BYTES", cut_apart_bytes)
-        before = incoming_bytes(client)
         result = client.persist(ndimage.gaussian_filter(x, 1.0, radius=2))
         distributed.wait(result)
-        moved = (incoming_bytes(client) - before) / volume.nbytes
-        # Pieces 2 elements thick: about 3 x 2/64 of the volume; whole
-        # chunks (not above CUT_APART_BYTES): about the whole volume.
-        assert least <= moved < most, (cut_apart_bytes, moved)
+        fetched = transferred(client)
+        moved[cut_apart_bytes] = sum(n for _, n in fetched)
+        pieces = [n for key, n in fetched if key[0].startswith("piece-")]
+        if cut_apart_bytes < 2**20:
+            # Halos 2 elements thick: a face's piece is 64 x 64 x 2 elements.
+            assert pieces and max(pieces) <= 64 * 64 * 2 * 4, pieces
+        else:
+            # A worker that runs any block fetches the other's four chunks.
+            assert not pieces and moved[cut_apart_bytes] >= volume.nbytes // 2
         np.testing.assert_allclose(result.compute(), expected, rtol=1e-5, atol=1e-6)
         del result
+        transferred(client)
+    # (Where the scheduler runs a block away from its chunk, that chunk travels too.)
+    assert moved[2**20 - 1] < moved[2**20], moved
 
 
 def test_a_graph_built_while_an_asynchronous_client_is_the_default(monkeypatch):
