@@ -423,7 +423,7 @@ def test_invalid_origin_raises_value_error_for_weights(name, taps, origin, x):
         call(name, x, np.ones(taps) / taps, origin=origin, output=x)
 
 
-@pytest.mark.parametrize("origin", [1.0, 5.0, -7.0, np.float32(2.0), (0, 1.0), (0, 9.0)])
+@pytest.mark.parametrize("origin", [1.0, 5.0, -7.0, np.float32(2.0), (0, 1.0), (0, 9.0), float("nan")])
 @pytest.mark.parametrize("name, window", [
     ("uniform_filter1d", dict(size=3)), ("uniform_filter", dict(size=3)), ("minimum_filter", dict(size=3)),
     ("median_filter", dict(size=3)), ("correlate1d", dict(weights=[1.0, 2.0, 3.0])),

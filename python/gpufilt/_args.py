@@ -151,8 +151,8 @@ def check_origin(origin, taps: int) -> int:
     """An origin checked against a window of `taps`, as an int. The range
     comes first (scipy's order): 7.0 for 3 taps is a ValueError, 1.0 a
     TypeError."""
-    value = _scalar(origin)
-    if isinstance(value, numbers.Real) and not -(taps // 2) <= value <= (taps - 1) // 2:
+    value = origin_number(origin)
+    if value < -(taps // 2) or value > (taps - 1) // 2:  # as scipy compares: NaN passes, then is no int
         raise ValueError(f"invalid origin {value} for a filter of size {taps}; origin must "
                          f"satisfy -(size // 2) <= origin <= (size - 1) // 2")
     return origin_index(value)
