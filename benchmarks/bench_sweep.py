@@ -22,7 +22,7 @@ a 3-D and a 2-D array; the ratio is scipy's time / gpufilt's on one thread.
 
 --cpu-boxes times the CPU's 1-D box passes one by one (uniform_filter1d,
 minimum_filter1d, maximum_filter1d; sizes 3 to 63 along axis 0 and -1 of
-4096^2 float32 and uint8, along axis 0 of 256^3 float32), one thread,
+4096^2 float32, uint8 and uint16, along axis 0 of 256^3 float32), one thread,
 against scipy in the same process; with --baseline DIR, also against an
 older build: DIR holds a copy of its python/gpufilt package, with its
 _core module, renamed gpufilt_base, and each point's calls alternate
@@ -299,6 +299,7 @@ def cpu_boxes(args):
     rng = np.random.default_rng(0)
     arrays = [("float32 4096^2", lambda: rng.random((4096, 4096), dtype=np.float32), (0, -1)),
               ("uint8 4096^2", lambda: rng.integers(0, 256, (4096, 4096), dtype=np.uint8), (0, -1)),
+              ("uint16 4096^2", lambda: rng.integers(0, 4096, (4096, 4096), dtype=np.uint16), (0, -1)),
               ("float32 256^3", lambda: rng.random((256,) * 3, dtype=np.float32), (0,))]
     sizes = [int(n) for n in args.sizes.split(",")]
     only = [s for s in args.only.split(",") if s]

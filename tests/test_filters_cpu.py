@@ -606,3 +606,29 @@ def test_narrow_integer_outputs_wrap_as_scipy(output, rng):
         got = gnd.correlate1d(x, [0.25, 0.5, 0.25], axis=axis, output=np.dtype(output))
         want = scipy_reference("correlate1d", x, [0.25, 0.5, 0.25], axis=axis, output=np.dtype(output))
         np.testing.assert_array_equal(got, want)
+
+
+# Means and extremes of 8- and 16-bit data into integer outputs run on the
+# float kernels (means where every sum is an integer below 2^24, exact in any
+# order) and must give scipy's integers to the bit, not only within one unit:
+# along the contiguous axis and across it, windows taken tap by tap (< 24)
+# and by doubling, the largest uint16 and int16 windows whose means the float
+# kernels take and the next (summed in double), flat runs whose means are
+# exact integers, every mode, cval at the dtype's ends and between two
+# integers (in double: no value of the dtype).
+@pytest.mark.parametrize("size", [2, 3, 7, 23, 24, 31, 33, 64, 256, 257, 511, 512, 1500])
+@pytest.mark.parametrize("dtype,output", [("uint8", None), ("int8", None), ("uint16", None), ("int16", None),
+                                          ("uint8", "int16"), ("int8", "int32"), ("uint16", "uint64")])
+def test_integer_means_and_extremes_match_scipy_to_the_bit(dtype, output, size, rng):
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=(40, 1200), endpoint=True, dtype=dtype)
+    x[:7, :300] = info.max
+    x[7:11, 500:] = info.min
+    out = np.dtype(output) if output else None
+    for name in ("uniform_filter1d", "minimum_filter1d", "maximum_filter1d"):
+        for axis in (0, 1):
+            for mode in MODES:
+                for cval in ([info.min, info.max, 0.5] if mode == "constant" else [0.0]):
+                    got = getattr(gnd, name)(x, size, axis=axis, mode=mode, cval=cval, output=out)
+                    want = scipy_reference(name, x, size, axis=axis, mode=mode, cval=cval, output=out)
+                    np.testing.assert_array_equal(got, want, err_msg=f"{name} axis {axis} mode {mode} cval {cval}")

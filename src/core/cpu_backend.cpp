@@ -79,6 +79,7 @@ struct RowPass {
   int64_t taps, size;
   int symmetry;
   const FloatWeights* in_float = nullptr;
+  bool exact_sums = false;  // every sum an integer that E holds: any order gives the same bits
 };
 
 // Where the kernels below find tap k of output j: at taps[k] + j. Taps
@@ -369,10 +370,12 @@ void correlate_rows(Taps ext, int64_t count, const RowPass<E>& p, D* res) {
 
 // Rows [i0, i1) of a running sum per lane, as scipy's NI_UniformFilter1D
 // computes it; `sums` carries each lane's sum from one chunk to the next.
-void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int64_t size, double* sums,
-                  double* res) {
+// In float only where the sums are exact (RowPass::exact_sums).
+template <class E>
+void uniform_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, int64_t size, E* sums, E* res) {
+  const E divisor = (E)size;
   if (lanes == 1) {  // the scalar loop, without a loop over one lane inside
-    double sum = sums[0];
+    E sum = sums[0];
     for (int64_t i = i0; i < i1; ++i) {
       if (i == 0) {
         sum = 0.0;
@@ -380,28 +383,34 @@ void uniform_rows(const double* ext, int64_t i0, int64_t i1, int64_t lanes, int6
       } else {
         sum += ext[i + size - 1] - ext[i - 1];
       }
-      res[i - i0] = sum / size;
+      res[i - i0] = sum / divisor;
     }
     sums[0] = sum;
     return;
   }
   for (int64_t i = i0; i < i1; ++i) {
     if (i == 0) {
-      std::fill(sums, sums + lanes, 0.0);
+      std::fill(sums, sums + lanes, E(0));
       for (int64_t k = 0; k < size; ++k)
         for (int64_t b = 0; b < lanes; ++b) sums[b] += ext[k * lanes + b];
     } else {
-      const double *add = ext + (i + size - 1) * lanes, *sub = ext + (i - 1) * lanes;
+      const E *add = ext + (i + size - 1) * lanes, *sub = ext + (i - 1) * lanes;
       for (int64_t b = 0; b < lanes; ++b) sums[b] += add[b] - sub[b];
     }
-    double* r = res + (i - i0) * lanes;
-    for (int64_t b = 0; b < lanes; ++b) r[b] = sums[b] / size;
+    E* r = res + (i - i0) * lanes;
+    for (int64_t b = 0; b < lanes; ++b) r[b] = sums[b] / divisor;
   }
 }
 
-// Windows of at most this many taps are summed in float (a running sum in
-// float would drift along a long line), whole or by doubling (scans_windows:
-// doubled_means, doubled_mean_rows); longer ones run in double.
+// Exact sums (integers) of windows longer than this run as a running sum
+// across lanes, whose cost does not grow with the window.
+constexpr int64_t kExactRunningFrom = 8;
+
+// Windows of float data of at most this many taps are summed in float (a
+// running sum in float would drift along a long line), whole or by doubling
+// (scans_windows: doubled_means, doubled_mean_rows); longer ones run in
+// double. Integer sums that float holds exactly have no such bound
+// (integers_exact_in_float).
 constexpr int64_t kFloatWindow = 32;
 
 // The mean of each window of `size`, summed whole at every output.
@@ -505,6 +514,8 @@ void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowP
     case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, pass, res);
     case LineKind::Uniform:
       if constexpr (std::is_same_v<E, float>) {
+        if (pass.exact_sums && lanes > 1 && pass.size > kExactRunningFrom)
+          return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
         if (scans) return scanned_rows<LineKind::Uniform, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
         return window_mean_rows<Bytes>(rows, count, pass.size, res);
       } else {
@@ -697,11 +708,44 @@ int cpu_max_threads() {
 }
 
 namespace {
+// 8- and 16-bit integer data into an integer dtype that holds its values
+// run on the float kernels, which vectorise twice as wide as double's and,
+// for means, along a line where scipy's running sum in double is serial.
+// They give scipy's results to the bit:
+// * minima and maxima pick one of the values, which float holds exactly;
+// * means, where every sum (of any taps, in any order) is an integer below
+//   2^24, exact in float: scipy stores the double quotient s / n truncated,
+//   and float's quotient truncates to the same integer, as a quotient that
+//   is no integer lies at least 1 / n from one and float rounds it by at
+//   most (s / n) * 2^-24 < 1 / n.
+// cval joins the windows: it must be a value of the input dtype.
+bool integers_exact_in_float(DType in, DType out, const LinePass& pass, double cval) {
+  double lowest = 0.0, highest = 0.0;
+  switch (in) {
+    case DType::Int8: lowest = -128.0, highest = 127.0; break;
+    case DType::UInt8: highest = 255.0; break;
+    case DType::Int16: lowest = -32768.0, highest = 32767.0; break;
+    case DType::UInt16: highest = 65535.0; break;
+    default: return false;
+  }
+  const bool integer_out = out != DType::Bool && out <= DType::UInt64;
+  if (!integer_out || !is_value_of(out, lowest) || !is_value_of(out, highest) ||
+      (pass.mode == Mode::Constant && !is_value_of(in, cval)))
+    return false;
+  switch (pass.kind) {
+    case LineKind::Minimum:
+    case LineKind::Maximum: return true;
+    case LineKind::Uniform: return std::max(-lowest, highest) * (double)pass.size < 0x1p24;
+    default: return false;
+  }
+}
+
 // A line pass with line buffers of E (double, or float: see sums_in_float).
 template <class E>
 void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
   auto [load, _unused] = dispatch_real_dtype<LineIOAs<E>::template IO>(in.dtype);
   auto [_unused2, store] = dispatch_real_dtype<LineIOAs<E>::template IO>(out.dtype);
+  const bool exact_sums = std::is_same_v<E, float> && integers_exact_in_float(in.dtype, out.dtype, pass, cval);
   const int lane = lane_axis(in, pass.axis);
   const Lines lines(in, out, pass.axis, lane);
   const int64_t n = lines.length, taps = pass.taps(), left = pass.left(), right = taps - 1 - left;
@@ -715,7 +759,8 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   const int64_t max_lanes = long_window ? 1 : std::min(width, kLanes * 8 / (int64_t)sizeof(E)),
                 blocks = (width + max_lanes - 1) / max_lanes;
   const std::vector<E> weights(pass.weights.begin(), pass.weights.end());
-  const RowPass<E> row_pass{pass.kind, weights.data(), taps, pass.size, pass.symmetry()};
+  RowPass<E> row_pass{pass.kind, weights.data(), taps, pass.size, pass.symmetry()};
+  row_pass.exact_sums = exact_sums;
   const FilterRows<E> filter_rows = row_kernel<E>();
 
   // Dynamic chunks of tasks (~16 per thread): a thread that the OS preempts
@@ -772,12 +817,14 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
 // float32 and float16 data (in and out) are summed in float, as the CUDA
 // kernels do (fused.cu, Arith), unless the pass may cancel (a derivative:
 // LinePass::may_cancel; float_sums_allowed has the rule). Minima and maxima
-// stay exact: rounding to the output commutes with them. Integer and float64
-// data, outputs of other dtypes and derivatives stay in double: scipy's
-// results to the last bit.
-bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass) {
-  return float_sums_allowed(in.dtype, out.dtype, pass.may_cancel()) &&
-         !(pass.kind == LineKind::Uniform && pass.size > kFloatWindow);
+// stay exact: rounding to the output commutes with them. So are means and
+// extremes of 8- and 16-bit integers where float gives scipy's bits
+// (integers_exact_in_float). Other integer and float64 data, outputs of
+// other dtypes and derivatives stay in double: scipy's results to the bit.
+bool sums_in_float(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
+  if (float_sums_allowed(in.dtype, out.dtype, pass.may_cancel()))
+    return !(pass.kind == LineKind::Uniform && pass.size > kFloatWindow);
+  return integers_exact_in_float(in.dtype, out.dtype, pass, cval);
 }
 
 // ---- Chains fused plane by plane ------------------------------------------------
@@ -1634,11 +1681,11 @@ bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vect
     return false;
   march = march_axis(in);
   if (in.dtype != DType::Float32 && in.dtype != DType::Float64 && !fuses_integers(in, passes, cval)) return false;
-  in_float = sums_in_float(in, out, passes[0]);
+  in_float = sums_in_float(in, out, passes[0], cval);
   int across = 0;
   int64_t across_taps = 1;
   for (const LinePass& p : passes) {
-    if (sums_in_float(in, out, p) != in_float) return false;
+    if (sums_in_float(in, out, p, cval) != in_float) return false;
     // scipy's running sum in double carries along the whole line: pass by pass.
     if (p.kind == LineKind::Uniform && !in_float) return false;
     // float32 data summed in double: correlations only (filter_span).
@@ -1711,7 +1758,7 @@ bool with_chain_types(DType t, bool in_float, F&& f) {
 }  // namespace
 
 void CpuBackend::line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
-  if (sums_in_float(in, out, pass)) return run_line_pass<float>(in, out, pass, cval);
+  if (sums_in_float(in, out, pass, cval)) return run_line_pass<float>(in, out, pass, cval);
   run_line_pass<double>(in, out, pass, cval);
 }
 

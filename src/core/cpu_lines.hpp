@@ -77,6 +77,10 @@ inline void for_tiles(int64_t count, Body&& body) {
 }
 }  // namespace
 
+// 8- and 16-bit integer dtypes.
+template <DType T>
+constexpr bool kNarrowInt = T == DType::Int8 || T == DType::UInt8 || T == DType::Int16 || T == DType::UInt16;
+
 // True when a line buffer of E holds dtype T's values as memory stores
 // them: moving one is a copy, which is what the conversions give too.
 template <DType T, class E>
@@ -97,6 +101,10 @@ inline E load_element(const char* p) {
     uint16_t h;
     std::memcpy(&h, p, sizeof h);
     return half_bits_to_float(h);
+  } else if constexpr (std::is_same_v<E, float> && kNarrowInt<T>) {
+    typename storage<T>::type v;  // exact in float; no detour through double, so loops vectorise
+    std::memcpy(&v, p, sizeof v);
+    return (float)v;
   } else {
     return (E)load_as_double<T>(p);
   }
@@ -130,6 +138,21 @@ inline bool all_within(const double* src, int64_t n, double lo, double hi) {
   for (; i < n; ++i) held &= src[i] >= lo && src[i] < hi;
   return held;
 }
+inline bool all_within(const float* src, int64_t n, float lo, float hi) {
+  int64_t i = 0;
+  bool held = true;
+#if defined(__SSE2__)
+  const __m128 low = _mm_set1_ps(lo), high = _mm_set1_ps(hi);
+  __m128 all = _mm_castsi128_ps(_mm_set1_epi32(-1));
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(src + i);
+    all = _mm_and_ps(all, _mm_and_ps(_mm_cmpge_ps(v, low), _mm_cmplt_ps(v, high)));
+  }
+  held = _mm_movemask_ps(all) == 15;
+#endif
+  for (; i < n; ++i) held &= src[i] >= lo && src[i] < hi;
+  return held;
+}
 
 template <class E>
 using LoadLineOf = void (*)(const char* src, int64_t stride, int64_t n, E* dst);
@@ -152,7 +175,7 @@ struct LineIOAs {
         for (int64_t i = 0; i < n; ++i) dst[i] = load_element<T, E>(src + i * stride);
     }
     static void store(const E* src, char* dst, int64_t stride, int64_t n) {
-      if constexpr (std::is_same_v<E, double> && !is_float_dtype(T) && item < 4 && T != DType::Bool) {
+      if constexpr (kNarrowInt<T> && std::is_floating_point_v<E>) {
         if (stride == item && store_narrow_int(src, dst, n)) return;
       }
       if (stride == item)
@@ -165,7 +188,7 @@ struct LineIOAs {
     // integer as through int64 (store_from_double), in loops that vectorise;
     // false (nothing written) when one of them is beyond, or NaN.
     static bool store_narrow_int(const E* src, char* dst, int64_t n) {
-      if (!all_within(src, n, -2147483648.0, 2147483648.0)) return false;
+      if (!all_within(src, n, (E)-2147483648.0, (E)2147483648.0)) return false;
       for (int64_t i = 0; i < n; ++i) {
         const auto v = (typename storage<T>::type)(int32_t)src[i];
         std::memcpy(dst + i * item, &v, item);
