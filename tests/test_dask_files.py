@@ -257,17 +257,42 @@ def test_filter_zarr_decodes_each_source_chunk_once(tmp_path, caches, zarr_forma
     assert cache.kept() == []  # each dropped after its last reader
 
 
+@pytest.mark.parametrize("shape, chunks, steps, task_bytes", [
+    # Tiles of one chunk, whose halo reaches the neighbouring chunks on every side.
+    ((16, 32, 32), (8, 8, 8), [("uniform_filter", {"size": 5})], 0),
+    # Slabs one chunk thick, whose halo reaches two chunks each way: the
+    # volume is more than the cache may keep.
+    ((64, 8, 16), (4, 8, 8), [("gaussian_filter", {"sigma": 2.0})], 4 * 8 * 16 * 4),
+])
+def test_filter_zarr_thin_tasks_decode_each_chunk_once(tmp_path, caches, monkeypatch, shape, chunks, steps,
+                                                       task_bytes):
+    # The cache holds two tasks' reads (halo chunks included) per core. With
+    # one core and one thread running the tasks in order, no chunk goes
+    # before its last reader: the tiles' bound (36 chunks) holds the whole
+    # volume, and the slabs keep at most 18 chunks of their 24 (the first
+    # slab also reads the 9 layers that its mode reflects). Counting only
+    # the task's region, the bounds were 2 and 4 chunks: 398 and 188 decodes.
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    data = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    source = make_source(tmp_path / "in.zarr", chunks=chunks, data=data)
+    with dask.config.set(scheduler="threads", num_workers=1):
+        out = filter_zarr(source, str(tmp_path / "out.zarr"), steps, task_bytes=task_bytes)
+    np.testing.assert_allclose(out[:], expected_chain(data, steps), rtol=1e-6, atol=1e-6)
+    (cache,) = caches
+    assert cache.decoded == 32 and cache.kept() == []
+
+
 @pytest.mark.parametrize("length", [40, 160])
 def test_filter_zarr_cache_is_bounded_whatever_the_volume(tmp_path, caches, length):
-    # One chunk a task: tiles, whose halos along the first axis are many
-    # tasks apart, more than the cache may keep: it must drop chunks (and
-    # decode them again), not grow with the volume.
+    # One chunk a task: tiles, whose halo chunks along the first axis are
+    # read by tasks many apart: what the cache keeps stays within its bound,
+    # which does not grow with the volume.
     data = np.random.default_rng(5).standard_normal((length, 18, 11)).astype(np.float32)
     source = make_source(tmp_path / "in.zarr", data=data)
     out = filter_zarr(source, str(tmp_path / "out.zarr"), STEPS, task_bytes=0)
     np.testing.assert_allclose(out[:], expected_chain(data, STEPS), rtol=1e-6, atol=1e-6)
     (cache,) = caches
-    assert 0 < cache.most_kept <= cache._max_bytes == gz._cache_bytes((5, 7, 4), source)
+    assert 0 < cache.most_kept <= cache._max_bytes == gz._cache_bytes((5, 7, 4), [(7, 7)] * 3, source)  # reach 6 + 1
 
 
 def test_filter_zarr_runs_neighbours_one_after_another(tmp_path, monkeypatch):

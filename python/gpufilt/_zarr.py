@@ -323,11 +323,18 @@ def _written(target, *units):
 TASK_BYTES = 16 * 2**20
 
 
-def _cache_bytes(task, source):
+def _cache_bytes(task, reach, source):
     """At most this many bytes of decoded source chunks are kept for tasks
     to come: about two tasks' reads per core (the tasks in flight, and the
-    halo chunks that the next ones take), whatever the volume's size."""
-    return 2 * (os.cpu_count() or 1) * math.prod(task) * source.dtype.itemsize
+    halo chunks that the next ones take), whatever the volume's size.
+
+    A task reads whole chunks: along each axis, those that its region grown
+    by the reach can touch wherever it starts (1 + ceil((span - 1) / chunk)
+    of them), at most the axis's. Counting its region alone missed the halo
+    chunks: a thin task's read did not fit, and chunks were decoded again."""
+    read = [min(math.ceil(n / c), 1 + math.ceil((t + lo + hi - 1) / c)) * c
+            for n, c, t, (lo, hi) in zip(source.shape, source.chunks, task, reach)]
+    return 2 * (os.cpu_count() or 1) * math.prod(read) * source.dtype.itemsize
 
 
 def _task_shape(target, reach, task_bytes):
@@ -372,7 +379,7 @@ def _units(source, target, steps, resume, gpus, task_bytes):
     # Per axis, per task position: the pieces of the source's chunks it reads, what it keeps, what it writes.
     axes = [_axis_tasks(source.shape[ax], source.chunks[ax], task[ax], reach[ax], wrap[ax])
             for ax in range(source.ndim)]
-    chunks = _ChunkCache(source, [_readers(positions) for positions in axes], _cache_bytes(task, source))
+    chunks = _ChunkCache(source, [_readers(positions) for positions in axes], _cache_bytes(task, reach, source))
     written = _written_units(target) if resume else set()
     tasks = []
     for coords in itertools.product(*(range(len(positions)) for positions in axes)):
