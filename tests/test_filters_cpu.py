@@ -608,17 +608,20 @@ def test_narrow_integer_outputs_wrap_as_scipy(output, rng):
         np.testing.assert_array_equal(got, want)
 
 
-# Means and extremes of 8- and 16-bit data into integer outputs run on the
-# float kernels (means where every sum is an integer below 2^24, exact in any
-# order) and must give scipy's integers to the bit, not only within one unit:
-# along the contiguous axis and across it, windows taken tap by tap (< 24)
-# and by doubling, the largest uint16 and int16 windows whose means the float
-# kernels take and the next (summed in double), flat runs whose means are
-# exact integers, every mode, cval at the dtype's ends and between two
-# integers (in double: no value of the dtype).
-@pytest.mark.parametrize("size", [2, 3, 7, 23, 24, 31, 33, 64, 256, 257, 511, 512, 1500])
+# Means of integer data whose window sums are exact (integers below 2^24 in
+# float, 2^53 in double) run as vectorised running sums, in any order of
+# addition; 8- and 16-bit means and extremes into integer outputs run on the
+# float kernels. Both must give scipy's results to the bit, not only within
+# one unit: along the contiguous axis (two chunks a line) and across it,
+# windows summed tap by tap and running, the largest uint16 and int16
+# windows whose means the float kernels take and the next (in double), flat
+# runs whose means are exact integers, every mode, cval at the dtype's ends
+# and between two integers (no value of the dtype: sums in scipy's order).
+@pytest.mark.parametrize("size", [2, 3, 7, 9, 23, 24, 31, 33, 64, 256, 257, 511, 512, 1500])
 @pytest.mark.parametrize("dtype,output", [("uint8", None), ("int8", None), ("uint16", None), ("int16", None),
-                                          ("uint8", "int16"), ("int8", "int32"), ("uint16", "uint64")])
+                                          ("uint8", "int16"), ("int8", "int32"), ("uint16", "uint64"),
+                                          ("int32", None), ("uint32", None), ("uint16", "float32"),
+                                          ("int16", "float64")])
 def test_integer_means_and_extremes_match_scipy_to_the_bit(dtype, output, size, rng):
     info = np.iinfo(dtype)
     x = rng.integers(info.min, info.max, size=(40, 1200), endpoint=True, dtype=dtype)

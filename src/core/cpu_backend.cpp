@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_extremes.hpp"
@@ -403,8 +404,81 @@ void uniform_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, int64_t s
 }
 
 // Exact sums (integers) of windows longer than this run as a running sum
-// across lanes, whose cost does not grow with the window.
+// (across lanes, or along the line: running_means), whose cost does not
+// grow with the window.
 constexpr int64_t kExactRunningFrom = 8;
+
+// Lanes of v moved up by K (lane i gets lane i - K), zeros below K; and v's
+// last lane in every lane.
+template <int K, class V, int... I>
+GF_INLINE V lanes_up(const V& v, std::integer_sequence<int, I...>) {
+  constexpr int L = sizeof...(I);
+#if defined(__clang__)
+  return __builtin_shufflevector(v, V{}, (I >= K ? I - K : L)...);
+#else
+  using Lane = std::remove_cv_t<std::remove_reference_t<decltype(v[0])>>;
+  using Index = std::conditional_t<sizeof(Lane) == 4, int32_t, int64_t>;
+  typedef Index Mask __attribute__((vector_size(sizeof(V))));
+  return __builtin_shuffle(v, V{}, Mask{(I >= K ? I - K : L)...});
+#endif
+}
+template <class V, int... I>
+GF_INLINE V last_lane(const V& v, std::integer_sequence<int, I...>) {
+  constexpr int L = sizeof...(I);
+#if defined(__clang__)
+  return __builtin_shufflevector(v, v, (I * 0 + L - 1)...);
+#else
+  using Lane = std::remove_cv_t<std::remove_reference_t<decltype(v[0])>>;
+  using Index = std::conditional_t<sizeof(Lane) == 4, int32_t, int64_t>;
+  typedef Index Mask __attribute__((vector_size(sizeof(V))));
+  return __builtin_shuffle(v, Mask{(I * 0 + L - 1)...});
+#endif
+}
+
+// Rows [i0, i1) of one line's running mean (lanes == 1) for exact sums
+// only (RowPass::exact_sums: any order of addition gives the same sums), a
+// vector of L outputs at a time: their sums are the last one carried plus
+// the prefix sums of their differences ext[i + size - 1] - ext[i - 1]
+// (log2(L) shifted additions), where scipy's running sum adds one
+// difference after another. `sums` carries the sum from chunk to chunk.
+template <int Bytes, class E>
+void running_means(const E* ext, int64_t i0, int64_t i1, int64_t size, E* sums, E* res) {
+  using V = typename Simd<E, Bytes>::V;
+  constexpr int L = sizeof(V) / sizeof(E);
+  using Lanes = std::make_integer_sequence<int, L>;
+  const E divisor = (E)size;
+  E sum = sums[0];
+  int64_t i = i0;
+  if (i == 0) {  // the first window's sum, L taps at a time
+    V part{};
+    int64_t k = 0;
+    for (; k + L <= size; k += L) part += load_as<V>(ext + k);
+    sum = 0;
+    for (int l = 0; l < L; ++l) sum += part[l];
+    for (; k < size; ++k) sum += ext[k];
+    res[0] = sum / divisor;
+    ++i;
+  }
+  if constexpr (L > 1) {
+    V carry = V{} + sum;
+    for (; i + L <= i1; i += L) {
+      V s = load_as<V>(ext + i + size - 1) - load_as<V>(ext + i - 1);
+      s += lanes_up<1>(s, Lanes{});
+      if constexpr (L > 2) s += lanes_up<2>(s, Lanes{});
+      if constexpr (L > 4) s += lanes_up<4>(s, Lanes{});
+      if constexpr (L > 8) s += lanes_up<8>(s, Lanes{});
+      s += carry;
+      store_as(res + (i - i0), s / divisor);
+      carry = last_lane(s, Lanes{});
+    }
+    sum = carry[0];
+  }
+  for (; i < i1; ++i) {
+    sum += ext[i + size - 1] - ext[i - 1];
+    res[i - i0] = sum / divisor;
+  }
+  sums[0] = sum;
+}
 
 // Windows of float data of at most this many taps are summed in float (a
 // running sum in float would drift along a long line), whole or by doubling
@@ -513,9 +587,11 @@ void filter_rows(const E* ext, int64_t i0, int64_t i1, int64_t lanes, const RowP
   switch (pass.kind) {
     case LineKind::Correlate: return correlate_rows<Bytes>(rows, count, pass, res);
     case LineKind::Uniform:
+      if (pass.exact_sums && pass.size > kExactRunningFrom) {
+        if (lanes == 1) return running_means<Bytes>(ext, i0, i1, pass.size, sums, res);
+        return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
+      }
       if constexpr (std::is_same_v<E, float>) {
-        if (pass.exact_sums && lanes > 1 && pass.size > kExactRunningFrom)
-          return uniform_rows(ext, i0, i1, lanes, pass.size, sums, res);
         if (scans) return scanned_rows<LineKind::Uniform, Bytes>(ext, i0, i1, lanes, pass.size, sums, res);
         return window_mean_rows<Bytes>(rows, count, pass.size, res);
       } else {
@@ -708,34 +784,51 @@ int cpu_max_threads() {
 }
 
 namespace {
-// 8- and 16-bit integer data into an integer dtype that holds its values
-// run on the float kernels, which vectorise twice as wide as double's and,
-// for means, along a line where scipy's running sum in double is serial.
-// They give scipy's results to the bit:
-// * minima and maxima pick one of the values, which float holds exactly;
-// * means, where every sum (of any taps, in any order) is an integer below
-//   2^24, exact in float: scipy stores the double quotient s / n truncated,
-//   and float's quotient truncates to the same integer, as a quotient that
-//   is no integer lies at least 1 / n from one and float rounds it by at
-//   most (s / n) * 2^-24 < 1 / n.
-// cval joins the windows: it must be a value of the input dtype.
-bool integers_exact_in_float(DType in, DType out, const LinePass& pass, double cval) {
-  double lowest = 0.0, highest = 0.0;
-  switch (in) {
-    case DType::Int8: lowest = -128.0, highest = 127.0; break;
-    case DType::UInt8: highest = 255.0; break;
-    case DType::Int16: lowest = -32768.0, highest = 32767.0; break;
-    case DType::UInt16: highest = 65535.0; break;
+// The values of 8- to 32-bit integer dtypes: false for other dtypes.
+bool integer_range(DType t, double& lowest, double& highest) {
+  switch (t) {
+    case DType::Int8: lowest = -128.0, highest = 127.0; return true;
+    case DType::UInt8: lowest = 0.0, highest = 255.0; return true;
+    case DType::Int16: lowest = -32768.0, highest = 32767.0; return true;
+    case DType::UInt16: lowest = 0.0, highest = 65535.0; return true;
+    case DType::Int32: lowest = -0x1p31, highest = 0x1p31 - 1; return true;
+    case DType::UInt32: lowest = 0.0, highest = 0x1p32 - 1; return true;
     default: return false;
   }
+}
+
+// Whether every sum over a pass's windows, of any of their taps in any
+// order, is an integer of magnitude below `limit` (2^24: exact in float;
+// 2^53: in double): means of integer data whose windows are short enough,
+// cval (which joins them in constant mode) a value of the input dtype.
+// Such sums are scipy's whatever the order, which lets the kernels
+// vectorise the running sums that scipy adds one after another.
+bool window_sums_exact(DType in, const LinePass& pass, double cval, double limit) {
+  double lowest, highest;
+  return pass.kind == LineKind::Uniform && integer_range(in, lowest, highest) &&
+         (pass.mode != Mode::Constant || is_value_of(in, cval)) &&
+         std::max(-lowest, highest) * (double)pass.size < limit;
+}
+
+// 8- and 16-bit integer data into an integer dtype that holds its values
+// run on the float kernels, which vectorise twice as wide as double's, where
+// they give scipy's results to the bit:
+// * minima and maxima pick one of the values, which float holds exactly;
+// * means whose sums float holds exactly (window_sums_exact): scipy stores
+//   the double quotient s / n truncated, and float's quotient truncates to
+//   the same integer, as a quotient that is no integer lies at least 1 / n
+//   from one and float rounds it by at most (s / n) * 2^-24 < 1 / n.
+// cval joins the windows: it must be a value of the input dtype.
+bool integers_exact_in_float(DType in, DType out, const LinePass& pass, double cval) {
+  double lowest, highest;
+  if (in != DType::Int8 && in != DType::UInt8 && in != DType::Int16 && in != DType::UInt16) return false;
+  integer_range(in, lowest, highest);
   const bool integer_out = out != DType::Bool && out <= DType::UInt64;
-  if (!integer_out || !is_value_of(out, lowest) || !is_value_of(out, highest) ||
-      (pass.mode == Mode::Constant && !is_value_of(in, cval)))
-    return false;
+  if (!integer_out || !is_value_of(out, lowest) || !is_value_of(out, highest)) return false;
   switch (pass.kind) {
     case LineKind::Minimum:
-    case LineKind::Maximum: return true;
-    case LineKind::Uniform: return std::max(-lowest, highest) * (double)pass.size < 0x1p24;
+    case LineKind::Maximum: return pass.mode != Mode::Constant || is_value_of(in, cval);
+    case LineKind::Uniform: return window_sums_exact(in, pass, cval, 0x1p24);
     default: return false;
   }
 }
@@ -745,7 +838,6 @@ template <class E>
 void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval) {
   auto [load, _unused] = dispatch_real_dtype<LineIOAs<E>::template IO>(in.dtype);
   auto [_unused2, store] = dispatch_real_dtype<LineIOAs<E>::template IO>(out.dtype);
-  const bool exact_sums = std::is_same_v<E, float> && integers_exact_in_float(in.dtype, out.dtype, pass, cval);
   const int lane = lane_axis(in, pass.axis);
   const Lines lines(in, out, pass.axis, lane);
   const int64_t n = lines.length, taps = pass.taps(), left = pass.left(), right = taps - 1 - left;
@@ -760,7 +852,8 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
                 blocks = (width + max_lanes - 1) / max_lanes;
   const std::vector<E> weights(pass.weights.begin(), pass.weights.end());
   RowPass<E> row_pass{pass.kind, weights.data(), taps, pass.size, pass.symmetry()};
-  row_pass.exact_sums = exact_sums;
+  // (Float buffers hold integers only where integers_exact_in_float holds.)
+  row_pass.exact_sums = window_sums_exact(in.dtype, pass, cval, std::is_same_v<E, float> ? 0x1p24 : 0x1p53);
   const FilterRows<E> filter_rows = row_kernel<E>();
 
   // Dynamic chunks of tasks (~16 per thread): a thread that the OS preempts
