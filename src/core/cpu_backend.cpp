@@ -802,7 +802,10 @@ bool integer_range(DType t, double& lowest, double& highest) {
 // 2^53: in double): means of integer data whose windows are short enough,
 // cval (which joins them in constant mode) a value of the input dtype.
 // Such sums are scipy's whatever the order, which lets the kernels
-// vectorise the running sums that scipy adds one after another.
+// vectorise the running sums that scipy adds one after another. Their other
+// intermediates are exact too: the differences of two taps, and
+// running_means' prefix sums of up to 16 of them, are integers of at most
+// 16 x (highest - lowest), far below either limit.
 bool window_sums_exact(DType in, const LinePass& pass, double cval, double limit) {
   double lowest, highest;
   return pass.kind == LineKind::Uniform && integer_range(in, lowest, highest) &&
@@ -861,7 +864,8 @@ void run_line_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pa
   const int threads = cpu_max_threads();
   const int64_t tasks = lines.count * blocks, grain = std::max<int64_t>(1, tasks / (16 * threads));
   // Scanned extremes across rows take chunks of whole blocks, each as long as the window.
-  // (Means in double keep scipy's running sum, uniform_rows.)
+  // (Means in double keep scipy's running sum, uniform_rows, or where their
+  // sums are exact, its values: running_means.)
   const bool scanning = pass.kind != LineKind::Uniform || std::is_same_v<E, float>;
   const bool scans = scanning && (scans_windows(pass.kind, taps, TapSource::Cache) ||
                                    scans_windows(pass.kind, taps, TapSource::Memory));

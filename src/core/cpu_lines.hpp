@@ -88,9 +88,11 @@ constexpr bool kVerbatim = std::is_same_v<typename storage<T>::type, E> && T != 
                            T != DType::Float16 && T != DType::BFloat16;
 
 // Line buffers hold doubles, or floats for float32/float16 data summed in
-// float (DESIGN.md's tolerance allows it), or the data's own type for
-// order statistics; these move one element of dtype T in and out of an E,
-// with scipy's conversions (cast.hpp) for the doubles.
+// float (DESIGN.md's tolerance allows it) and for 8- and 16-bit integers
+// where float gives scipy's bits (cpu_backend.cpp, integers_exact_in_float),
+// or the data's own type for order statistics; these move one element of
+// dtype T in and out of an E, with scipy's conversions (cast.hpp) for the
+// doubles.
 template <DType T, class E>
 inline E load_element(const char* p) {
   if constexpr (kVerbatim<T, E>) {
