@@ -123,34 +123,31 @@ inline void store_element(char* p, E v) {
   }
 }
 
-// True when lo <= src[i] < hi for every i < n (NaN is not); SSE2 where
-// there is SSE2 (GCC turns vector-extension masks into scalar code here).
-inline bool all_within(const double* src, int64_t n, double lo, double hi) {
+// True when lo <= src[i] < hi for every i < n (NaN is not), for double or
+// float buffers; SSE2 where there is SSE2 (GCC turns vector-extension masks
+// into scalar code here).
+template <class E>
+inline bool all_within(const E* src, int64_t n, E lo, E hi) {
   int64_t i = 0;
   bool held = true;
 #if defined(__SSE2__)
-  const __m128d low = _mm_set1_pd(lo), high = _mm_set1_pd(hi);
-  __m128d all = _mm_castsi128_pd(_mm_set1_epi32(-1));
-  for (; i + 2 <= n; i += 2) {
-    const __m128d v = _mm_loadu_pd(src + i);
-    all = _mm_and_pd(all, _mm_and_pd(_mm_cmpge_pd(v, low), _mm_cmplt_pd(v, high)));
+  if constexpr (std::is_same_v<E, double>) {
+    const __m128d low = _mm_set1_pd(lo), high = _mm_set1_pd(hi);
+    __m128d all = _mm_castsi128_pd(_mm_set1_epi32(-1));
+    for (; i + 2 <= n; i += 2) {
+      const __m128d v = _mm_loadu_pd(src + i);
+      all = _mm_and_pd(all, _mm_and_pd(_mm_cmpge_pd(v, low), _mm_cmplt_pd(v, high)));
+    }
+    held = _mm_movemask_pd(all) == 3;
+  } else {
+    const __m128 low = _mm_set1_ps(lo), high = _mm_set1_ps(hi);
+    __m128 all = _mm_castsi128_ps(_mm_set1_epi32(-1));
+    for (; i + 4 <= n; i += 4) {
+      const __m128 v = _mm_loadu_ps(src + i);
+      all = _mm_and_ps(all, _mm_and_ps(_mm_cmpge_ps(v, low), _mm_cmplt_ps(v, high)));
+    }
+    held = _mm_movemask_ps(all) == 15;
   }
-  held = _mm_movemask_pd(all) == 3;
-#endif
-  for (; i < n; ++i) held &= src[i] >= lo && src[i] < hi;
-  return held;
-}
-inline bool all_within(const float* src, int64_t n, float lo, float hi) {
-  int64_t i = 0;
-  bool held = true;
-#if defined(__SSE2__)
-  const __m128 low = _mm_set1_ps(lo), high = _mm_set1_ps(hi);
-  __m128 all = _mm_castsi128_ps(_mm_set1_epi32(-1));
-  for (; i + 4 <= n; i += 4) {
-    const __m128 v = _mm_loadu_ps(src + i);
-    all = _mm_and_ps(all, _mm_and_ps(_mm_cmpge_ps(v, low), _mm_cmplt_ps(v, high)));
-  }
-  held = _mm_movemask_ps(all) == 15;
 #endif
   for (; i < n; ++i) held &= src[i] >= lo && src[i] < hi;
   return held;
