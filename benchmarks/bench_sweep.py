@@ -18,7 +18,8 @@ point, --png draws time against the parameter.
 
 --cpu sweeps the CPU instead: gpufilt on numpy arrays with one thread and
 with every core against scipy (one thread), gaussian sigma and box sizes on
-a 3-D and a 2-D array; the ratio is scipy's time / gpufilt's on one thread.
+a 3-D and a 2-D array of each of --dtypes (default float32); the ratio is
+scipy's time / gpufilt's on one thread.
 
 --cpu-boxes times the CPU's 1-D box passes one by one (uniform_filter1d,
 minimum_filter1d, maximum_filter1d; sizes 3 to 63 along axis 0 and -1 of
@@ -29,12 +30,13 @@ _core module, renamed gpufilt_base, and each point's calls alternate
 between the two (medians of --repeats pairs), so that other work on the
 machine weighs on both alike.
 
-Usage: python benchmarks/bench_sweep.py [--cpu | --cpu-boxes [--baseline DIR]] [--quick] [--only NAME[,NAME]]
-                                        [--json PATH] [--png PATH]
+Usage: python benchmarks/bench_sweep.py [--cpu [--dtypes D[,D]] | --cpu-boxes [--baseline DIR]] [--quick]
+                                        [--only NAME[,NAME]] [--json PATH] [--png PATH]
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import numpy as np
 
@@ -99,6 +101,7 @@ def main(argv=None):
     parser.add_argument("--png", help="write time against parameter charts")
     parser.add_argument("--cpu", action="store_true", help="sweep the CPU kernels against scipy instead")
     parser.add_argument("--cpu-boxes", action="store_true", help="the CPU's 1-D box passes against scipy")
+    parser.add_argument("--dtypes", default="float32", help="--cpu: comma-separated dtypes (scipy's: no float16)")
     parser.add_argument("--baseline", help="--cpu-boxes: a folder holding an older build as gpufilt_base")
     parser.add_argument("--sizes", default="3,5,9,15,21,31,45,63", help="--cpu-boxes: window sizes")
     parser.add_argument("--repeats", type=int, default=7, help="--cpu-boxes: timed calls (pairs) a point")
@@ -249,19 +252,19 @@ def cpu_sweep(args):
         return _bench.median_ms(once, budget_s=1.0, max_reps=10, min_reps=1, keep_first=True)
 
     cores = os.cpu_count()
-    rng = np.random.default_rng(0)
     only = [s for s in args.only.split(",") if s]
     step = args.sigma_step or (1.0 if args.quick else 0.5)
     sigmas = [round(s, 1) for s in np.arange(0.5, 8.0 + 1e-9, step)]
     sizes = list(range(1, 32, args.size_step or 2))
     rows = []
-    for shape in ((128,) * 3, (2048,) * 2) if args.quick else ((256,) * 3, (4096,) * 2):
-        x = rng.random(shape, dtype=np.float32)
+    families = [("gaussian_filter", [(f"sigma {s}", s) for s in sigmas])]
+    families += [(f, [(f"size {n}", n) for n in sizes]) for f in ("uniform_filter", "maximum_filter")]
+    shapes = ((128,) * 3, (2048,) * 2) if args.quick else ((256,) * 3, (4096,) * 2)
+    for shape, dtype in itertools.product(shapes, args.dtypes.split(",")):
+        x = random_array(np, shape, dtype)
         tag = "x".join(map(str, shape))
-        families = [("gaussian_filter", [(f"sigma {s}", s) for s in sigmas])]
-        families += [(f, [(f"size {n}", n) for n in sizes]) for f in ("uniform_filter", "maximum_filter")]
         for name, points in families:
-            family = f"{name} float32 {tag}"
+            family = f"{name} {dtype} {tag}"
             if only and not any(o in family for o in only):
                 continue
             for label, param in points:
