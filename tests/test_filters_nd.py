@@ -1624,3 +1624,30 @@ def test_box_median_with_nan_equals_scipy_where_no_nan_and_float64_one(size, ndi
     clean = snd.maximum_filter(np.isnan(x).astype(np.uint8), size, mode="nearest") == 0
     assert clean.any()
     np.testing.assert_array_equal(got[clean], snd.median_filter(x, size, mode="nearest")[clean])
+
+
+@pytest.mark.parametrize("name,args", [("minimum_filter", ()), ("median_filter", ()),
+                                       ("correlate", ("weights",)), ("generic_filter", (np.max,))])
+def test_footprints_of_a_million_taps_hold_their_offsets_in_one_array(name, args, rng):
+    """A footprint's offsets reach the kernels as one int64 array (16 bytes a
+    tap here), not a Python int apiece: that took 72 bytes a tap, and a
+    MemoryError for footprints of 10**8 cells, which scipy filters. (mode
+    nearest: with reflect, scipy reads past its buffers when a footprint is
+    this much larger than the array.)"""
+    import tracemalloc
+    x = random_array(rng, (3, 4), "float64")
+    footprint = np.ones((1000, 1000), bool)
+    footprint[0, 0] = False  # not a box: the footprint path, not the separable one
+    if args == ("weights",):
+        call_args, kwargs = (np.where(footprint, rng.random(footprint.shape), 0.0),), {}
+    else:
+        call_args, kwargs = args, {"footprint": footprint}
+    tracemalloc.start()
+    try:
+        got = getattr(gnd, name)(x, *call_args, mode="nearest", **kwargs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_matches(got, getattr(snd, name)(x, *call_args, mode="nearest", **kwargs))
+    weights = 8e6 if args == ("weights",) else 0  # the weights' float64 copy of the taps kept
+    assert peak < 34e6 + weights, f"{peak / 1e6:.0f} MB traced"  # offsets 16 MB, np.nonzero's indices 16

@@ -519,13 +519,18 @@ def _uniform_passes(ndim, size, origin, mode, axes):
 
 def _offsets(mask, origins):
     """Flat (taps x ndim) offsets of the True cells of `mask`, C order,
-    relative to the output element (scipy's centre: shape // 2 + origin)."""
+    relative to the output element (scipy's centre: shape // 2 + origin): a
+    read-only int64 array (plans are memoised), which the bindings read as it
+    is. (A list of Python ints had taken 40 bytes an offset: a MemoryError
+    for footprints of 10**8 cells, which scipy filters.)"""
     if mask.ndim == 0:
-        return [], int(bool(mask))
-    where = np.nonzero(mask)
-    centre = [n // 2 + o for n, o in zip(mask.shape, origins)]
-    offsets = np.stack([w - c for w, c in zip(where, centre)], axis=1)
-    return offsets.ravel().tolist(), len(where[0])
+        offsets = np.empty(0, np.int64)
+    else:
+        offsets = np.stack(np.nonzero(mask), axis=1).astype(np.int64, copy=False)
+        offsets -= np.array([n // 2 + o for n, o in zip(mask.shape, origins)], np.int64)
+        offsets = offsets.ravel()
+    offsets.flags.writeable = False
+    return offsets, int(np.count_nonzero(mask))
 
 
 def _expand_to_input(ndim, axes, array, name):
@@ -585,7 +590,7 @@ def _correlate_nd(input, weights, output, mode, cval, origin, axes, convolution,
     _check_origins(w.shape, origins)
     mask = np.abs(w) > np.finfo(np.float64).eps  # scipy skips (near-)zero weights
     offsets, taps = _offsets(mask, origins)
-    spec = ("sum", src.ndim, taps, offsets, w[mask].tolist(), 0,
+    spec = ("sum", src.ndim, taps, offsets, np.ascontiguousarray(w[mask], np.float64), 0,
             _single_mode(mode, "correlate and convolve"))
     return _footprint_filter(src, spec, output, cval, src.dtype.kind == "c", stream)
 
@@ -734,7 +739,7 @@ def _min_or_max_plan(ndim, size, footprint, origin, mode, axes, kind):
     origins = _expand_origins(ndim, axes, origin)
     _check_origins(mask.shape, origins)
     offsets, taps = _offsets(mask, origins)
-    return run_footprint, (kind, ndim, taps, tuple(offsets), (), 0,
+    return run_footprint, (kind, ndim, taps, offsets, (), 0,
                            _single_mode(mode, "non-separable footprints"))
 
 
@@ -879,7 +884,7 @@ def _rank_plan(ndim, rank, size, footprint, origin, mode, axes, operation):
             full_modes = tuple(full_modes)
         return None, (kind, mask, tuple(origins), full_modes)
     offsets, ntaps = _offsets(mask, origins)
-    return ("rank", ndim, ntaps, tuple(offsets), (), position, _single_mode(mode, "rank filters")), None
+    return ("rank", ndim, ntaps, offsets, (), position, _single_mode(mode, "rank filters")), None
 
 
 _rank_plan_of_size = _args.memoize_plain(_rank_plan)

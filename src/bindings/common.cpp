@@ -1,20 +1,26 @@
 #include "bindings/common.hpp"
 
+#include <pybind11/numpy.h>
+
 #include <string>
 
 namespace gpufilt {
+
+template <class T>
+std::vector<T> parse_values(py::handle values, const char* what) {
+  // An array of T in C order is read in place; anything else is converted.
+  const auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(values);
+  if (!a) throw py::type_error(std::string(what) + " must be an array or a sequence of numbers");
+  return std::vector<T>(a.data(), a.data() + a.size());
+}
+template std::vector<int64_t> parse_values<int64_t>(py::handle, const char*);
+
 namespace {
 
 Mode parse_mode(py::handle code) {
   int mode = code.cast<int>();
   if (mode < 0 || mode > 4) throw py::value_error("unknown boundary mode code " + std::to_string(mode));
   return static_cast<Mode>(mode);
-}
-
-std::vector<double> parse_doubles(py::handle seq) {
-  std::vector<double> v;
-  for (py::handle x : seq.cast<py::sequence>()) v.push_back(x.cast<double>());
-  return v;
 }
 
 std::string where(const ArrayDesc& d) {
@@ -57,7 +63,7 @@ std::vector<LinePass> parse_passes(const py::sequence& passes) {
       p.weights.resize(n);
       for (Py_ssize_t k = 0; k < n; ++k) p.weights[k] = py::handle(PyTuple_GET_ITEM(weights.ptr(), k)).cast<double>();
     } else {
-      p.weights = parse_doubles(weights);
+      p.weights = parse_values<double>(weights, "weights");
     }
     p.size = field(3).cast<int64_t>();
     p.origin = field(4).cast<int64_t>();
@@ -78,8 +84,8 @@ Footprint parse_footprint(const py::tuple& t) {
   else throw py::value_error("unknown footprint reduction '" + reduce + "'");
   f.ndim = t[1].cast<int>();
   f.ntaps = t[2].cast<int64_t>();
-  for (py::handle x : t[3].cast<py::sequence>()) f.offsets.push_back(x.cast<int64_t>());
-  f.weights = parse_doubles(t[4]);
+  f.offsets = parse_values<int64_t>(t[3], "offsets");
+  f.weights = parse_values<double>(t[4], "weights");
   f.rank = t[5].cast<int64_t>();
   f.mode = parse_mode(t[6]);
   return f;

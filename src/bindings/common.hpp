@@ -38,6 +38,13 @@ std::vector<LinePass> parse_passes(const py::sequence& passes);
 // reduce "sum", "minimum", "maximum" or "rank", offsets flat (ntaps x ndim).
 Footprint parse_footprint(const py::tuple& spec);
 
+// The values of an array or sequence of numbers (offsets, weights) as T:
+// numpy's int64 or float64 arrays in C order are read as they are, without
+// a Python object per value. TypeError naming `what` otherwise.
+template <class T>
+std::vector<T> parse_values(py::handle values, const char* what);
+extern template std::vector<int64_t> parse_values<int64_t>(py::handle, const char*);
+
 Elementwise parse_elementwise(const std::string& op);
 
 // All arrays must be on `device`, and on one device id; ValueError otherwise.

@@ -161,13 +161,13 @@ void run_with_function(py::handle function, const py::tuple& extra_arguments, co
 template <class Policy>
 void register_generic(py::module_& m) {
   m.def("generic_filter", [](py::handle input, py::handle output, int ndim, int64_t ntaps,
-                             std::vector<int64_t> offsets, int mode, double cval, py::handle function,
+                             py::handle offsets, int mode, double cval, py::handle function,
                              const py::tuple& extra_arguments, const py::object& extra_keywords) {
     Footprint filter;
     filter.reduce = Reduce::Call;
     filter.ndim = ndim;
     filter.ntaps = ntaps;
-    filter.offsets = std::move(offsets);
+    filter.offsets = parse_values<int64_t>(offsets, "offsets");
     if (mode < 0 || mode > (int)Mode::Constant) throw py::value_error("unknown boundary mode code");
     filter.mode = static_cast<Mode>(mode);
     Policy policy(0);
