@@ -8,12 +8,14 @@ namespace gpufilt {
 
 template <class T>
 std::vector<T> parse_values(py::handle values, const char* what) {
-  // An array of T in C order is read in place; anything else is converted.
-  const auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(values);
+  // An array of T in C order is read in place; other arrays convert where
+  // numpy's safe casting allows (no float or string offsets).
+  const auto a = py::array_t<T, py::array::c_style>::ensure(values);
   if (!a) throw py::type_error(std::string(what) + " must be an array or a sequence of numbers");
   return std::vector<T>(a.data(), a.data() + a.size());
 }
 template std::vector<int64_t> parse_values<int64_t>(py::handle, const char*);
+template std::vector<double> parse_values<double>(py::handle, const char*);
 
 namespace {
 

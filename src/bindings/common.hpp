@@ -40,10 +40,13 @@ Footprint parse_footprint(const py::tuple& spec);
 
 // The values of an array or sequence of numbers (offsets, weights) as T:
 // numpy's int64 or float64 arrays in C order are read as they are, without
-// a Python object per value. TypeError naming `what` otherwise.
+// a Python object per value; arrays of other dtypes are cast where numpy
+// casts them safely, sequences as np.asarray converts them (these are the
+// planners' values, not the caller's). TypeError naming `what` otherwise.
 template <class T>
 std::vector<T> parse_values(py::handle values, const char* what);
 extern template std::vector<int64_t> parse_values<int64_t>(py::handle, const char*);
+extern template std::vector<double> parse_values<double>(py::handle, const char*);
 
 Elementwise parse_elementwise(const std::string& op);
 

@@ -125,32 +125,22 @@ inline void store_element(char* p, E v) {
 }
 
 // True when lo <= src[i] < hi for every i < n (NaN is not), for double or
-// float buffers. The plain loop vectorises where AVX is on (`Wide`: the AVX2
-// and AVX-512 copies of LineIOAs); without, GCC 12 leaves it scalar for
-// doubles, and the baseline takes an SSE2 loop.
+// float buffers. The plain loop vectorises, except for doubles without AVX
+// (GCC 12 leaves it scalar there): the baseline copy of those (not `Wide`,
+// the AVX2 and AVX-512 copies of LineIOAs) takes an SSE2 loop first.
 template <class E, bool Wide = false>
 inline bool all_within(const E* src, int64_t n, E lo, E hi) {
   int64_t i = 0;
   int outside = 0;
 #if defined(__SSE2__)
-  if constexpr (!Wide) {
-    if constexpr (std::is_same_v<E, double>) {
-      const __m128d low = _mm_set1_pd(lo), high = _mm_set1_pd(hi);
-      __m128d all = _mm_castsi128_pd(_mm_set1_epi32(-1));
-      for (; i + 2 <= n; i += 2) {
-        const __m128d v = _mm_loadu_pd(src + i);
-        all = _mm_and_pd(all, _mm_and_pd(_mm_cmpge_pd(v, low), _mm_cmplt_pd(v, high)));
-      }
-      outside = _mm_movemask_pd(all) != 3;
-    } else {
-      const __m128 low = _mm_set1_ps(lo), high = _mm_set1_ps(hi);
-      __m128 all = _mm_castsi128_ps(_mm_set1_epi32(-1));
-      for (; i + 4 <= n; i += 4) {
-        const __m128 v = _mm_loadu_ps(src + i);
-        all = _mm_and_ps(all, _mm_and_ps(_mm_cmpge_ps(v, low), _mm_cmplt_ps(v, high)));
-      }
-      outside = _mm_movemask_ps(all) != 15;
+  if constexpr (!Wide && std::is_same_v<E, double>) {
+    const __m128d low = _mm_set1_pd(lo), high = _mm_set1_pd(hi);
+    __m128d all = _mm_castsi128_pd(_mm_set1_epi32(-1));
+    for (; i + 2 <= n; i += 2) {
+      const __m128d v = _mm_loadu_pd(src + i);
+      all = _mm_and_pd(all, _mm_and_pd(_mm_cmpge_pd(v, low), _mm_cmplt_pd(v, high)));
     }
+    outside = _mm_movemask_pd(all) != 3;
   }
 #endif
   for (; i < n; ++i) outside |= !(src[i] >= lo) | !(src[i] < hi);
