@@ -17,9 +17,10 @@ time: above 1 is faster) and the parameter where it falls; --json keeps every
 point, --png draws time against the parameter.
 
 --cpu sweeps the CPU instead: gpufilt on numpy arrays with one thread and
-with every core against scipy (one thread), gaussian sigma and box sizes on
-a 3-D and a 2-D array of each of --dtypes (default float32); the ratio is
-scipy's time / gpufilt's on one thread.
+with every core against scipy (one thread), gaussian sigma (also of
+gaussian_laplace and gaussian_gradient_magnitude) and box sizes on a 3-D
+and a 2-D array of each of --dtypes (default float32); the ratio is scipy's
+time / gpufilt's on one thread.
 
 --cpu-boxes times the CPU's 1-D box passes one by one (uniform_filter1d,
 minimum_filter1d, maximum_filter1d; sizes 3 to 63 along axis 0 and -1 of
@@ -257,7 +258,8 @@ def cpu_sweep(args):
     sigmas = [round(s, 1) for s in np.arange(0.5, 8.0 + 1e-9, step)]
     sizes = list(range(1, 32, args.size_step or 2))
     rows = []
-    families = [("gaussian_filter", [(f"sigma {s}", s) for s in sigmas])]
+    families = [(f, [(f"sigma {s}", s) for s in sigmas])
+                for f in ("gaussian_filter", "gaussian_laplace", "gaussian_gradient_magnitude")]
     families += [(f, [(f"size {n}", n) for n in sizes]) for f in ("uniform_filter", "maximum_filter")]
     shapes = ((128,) * 3, (2048,) * 2) if args.quick else ((256,) * 3, (4096,) * 2)
     for shape, dtype in itertools.product(shapes, args.dtypes.split(",")):
