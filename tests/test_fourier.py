@@ -4,6 +4,8 @@ dtypes, output dtypes and arrays. SciPy's own test_fourier.py runs too
 (test_scipy_suite.py)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -94,6 +96,29 @@ def test_fourier_filters_on_transforms_large_enough_for_threads(name, shape, rng
     theirs = getattr(snd, name)(spectrum, FILTERS[name], n=n)
     assert ours.dtype == theirs.dtype
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
+
+
+@pytest.mark.parametrize("shape, size", [((12, 9), 2.5), ((64, 33), 7.0), ((300, 200), 0.3), ((128, 96), 40.0),
+                                         ((1200, 900), 3.0)])
+def test_ellipsoid_of_2d_numpy_data_is_scipys_to_the_bit(shape, size, rng):
+    # Cephes' J1 (core/fourier.hpp) as scipy's ni_fourier.c computes it: arguments on both
+    # sides of its split at 5, every dtype (int16 takes the factor grid), threads on the last.
+    spectrum, _ = transform(rng, shape)
+    for data in (spectrum, spectrum.astype(np.complex64), spectrum.real.copy(), spectrum.real.astype(np.float32),
+                 spectrum.real.astype(np.int16), spectrum.T):
+        got, want = gnd.fourier_ellipsoid(data, size), snd.fourier_ellipsoid(data, size)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_ellipsoid_of_numpy_data_needs_no_scipy():
+    # The Bessel function J1 is the core's own: numpy is the only dependency.
+    code = ("import sys; sys.modules['scipy'] = sys.modules['scipy.special'] = None\n"
+            "import numpy as np; from gpufilt import ndimage\n"
+            "x = np.fft.fft2(np.arange(48.0).reshape(6, 8))\n"
+            "for data in (x, x.real.astype(np.int16)):\n"
+            "    assert np.isfinite(ndimage.fourier_ellipsoid(data, 2.0)).all()\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize("name", FILTERS)

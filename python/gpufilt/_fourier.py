@@ -143,9 +143,7 @@ def _in_one_pass(x, xp, out_dtype, caller_output, tables, factor):
     other than element for element), and the caller computes it."""
     if x.dtype.type not in _CORE_DTYPES or not x.dtype.isnative or (factor == "ellipsoid" and x.ndim not in (2, 3)):
         return None
-    if xp is np and (not x.flags.aligned or (factor == "ellipsoid" and x.ndim == 2)):
-        # (2-D ellipsoid: J1 of every element; the C library's is slower than scipy.special's Cephes, which
-        # numpy's path calls: 2048^2 complex64 on one thread 124 ms against 86, scipy.ndimage 42.)
+    if xp is np and not x.flags.aligned:
         return None
     if xp is not np and x.ndim == 0:
         return None
@@ -284,21 +282,14 @@ def _uniform(input, size, n, axis, output, grid=None):
     return _apply_tables(x, xp, tables, output, out_dtype, caller_output)
 
 
-def _bessel_j1(r, xp):
-    """The Bessel function J1 of float64 values: scipy.special's (cupyx's
-    on the GPU), an optional dependency of this one filter."""
-    try:
-        special = importlib.import_module("cupyx.scipy.special" if xp is not np else "scipy.special")
-    except ImportError:
-        raise ImportError("fourier_ellipsoid of 2-D data needs the Bessel function J1: install scipy "
-                          "(numpy arrays) or cupy (cupy arrays)") from None
-    return special.j1(r)
+def _cupy_bessel_j1(r):
+    """The Bessel function J1 of float64 cupy values (cupyx.scipy.special's)."""
+    return importlib.import_module("cupyx.scipy.special").j1(r)
 
 
 @_docs.numpy_sections(
     [("input : array_like", "The transform (numpy or cupy; a cupy array runs on its GPU)."),
-     ("size : float or sequence of floats", "Length of the ellipsoid's axes, per axis (2-D data needs scipy, "
-      "or cupy for cupy arrays, for the Bessel function J1)."),
+     ("size : float or sequence of floats", "Length of the ellipsoid's axes, per axis."),
      *_COMMON_PARAMETERS],
     ("result : array", "The filtered transform, of the input's library on its device; `output` itself "
      "when it is an array."), """
@@ -339,6 +330,18 @@ def _ellipsoid(input, size, n, axis, output, grid=None):
     done = _in_one_pass(x, xp, out_dtype, caller_output, squares, "ellipsoid")
     if done is not None:
         return done
+    return _apply(x, xp, _ellipsoid_factor(squares, x, xp), output, out_dtype, caller_output)
+
+
+def _ellipsoid_factor(squares, x, xp):
+    """The ellipsoid's float64 factor over the whole grid of 2-D or 3-D
+    data (for the dtypes the one pass does not take): the C++ core's for
+    numpy data (the factor times ones), cupy's functions for cupy data."""
+    if xp is np:
+        grid = np.ones(x.shape)
+        _core._fourier_multiply(grid, grid, [np.ascontiguousarray(sq, dtype=np.float64) for sq in squares],
+                                "ellipsoid")
+        return grid
     total = None
     for ax, sq in enumerate(squares):
         shape = [1] * x.ndim
@@ -348,10 +351,8 @@ def _ellipsoid(input, size, n, axis, output, grid=None):
     r = xp.sqrt(total)
     safe = xp.where(r > 0.0, r, 1.0)
     if x.ndim == 2:
-        factor = xp.where(r > 0.0, 2.0 * _bessel_j1(safe, xp) / safe, 1.0)
-    else:
-        factor = xp.where(r > 0.0, 3.0 * (xp.sin(safe) - safe * xp.cos(safe)) / (safe * safe * safe), 1.0)
-    return _apply(x, xp, factor, output, out_dtype, caller_output)
+        return xp.where(r > 0.0, 2.0 * _cupy_bessel_j1(safe) / safe, 1.0)
+    return xp.where(r > 0.0, 3.0 * (xp.sin(safe) - safe * xp.cos(safe)) / (safe * safe * safe), 1.0)
 
 
 @_docs.numpy_sections(
