@@ -113,6 +113,11 @@ def test_nonflat_morphology_whole_range_layouts_and_threads(name, dtype, rng, cp
                  outcome(getattr(snd, name), image, **kwargs))
     kwargs = dict(structure=heights[:, 0], axes=(0, 2), mode="wrap")
     same(outcome(getattr(gnd, name), volume, **kwargs), outcome(getattr(snd, name), volume, **kwargs))
+    # Rows of several vectors of any width (64 bytes of uint8), NaN and wrapping sums among them.
+    long_rows = full_range_image(rng, (3, 4, 203), dtype)
+    for mode in ("reflect", "constant"):
+        kwargs = dict(structure=heights, footprint=footprint, mode=mode, cval=-7.5)
+        same(outcome(getattr(gnd, name), long_rows, **kwargs), outcome(getattr(snd, name), long_rows, **kwargs))
     line = volume[0, 0]
     same(outcome(getattr(gnd, name), line, structure=heights[0, 0]),
          outcome(getattr(snd, name), line, structure=heights[0, 0]))

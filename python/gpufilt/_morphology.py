@@ -140,17 +140,12 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         return _store(xp.zeros(x.shape, np.float64), x, output, xp)
     if x.ndim and x.dtype != np.float16 and (xp is np or len(taps) <= _dispatch.cuda_module().nonflat_max_taps):
         signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
-        arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion)
-        if xp is not np:
-            # float32 in and out: the kernel writes float32 (a double's C conversion is its cast).
-            direct = x.dtype == np.float32 and (output is None or _is_dtype(output) and np.dtype(output) == x.dtype)
-            result = _nonflat_padded(xp, *arguments, np.float32 if direct else np.float64)
-            if direct:
-                return result
-        else:
-            result = _nonflat_padded(np, *arguments) if threads is None else \
-                ndimage._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
-        return _store(result, x, output, xp)
+        # float32 in and out: the kernel writes float32 (a double's C conversion is its cast).
+        direct = x.dtype == np.float32 and (output is None or _is_dtype(output) and np.dtype(output) == x.dtype)
+        arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion, np.float32 if direct else np.float64)
+        result = _nonflat_padded(xp, *arguments) if threads is None or xp is not np else \
+            ndimage._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
+        return result if direct else _store(result, x, output, xp)
     # scipy reads a bool's byte as a number (its own results store bytes other than 0 and 1).
     values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.float64)
     kwargs = {}
@@ -175,8 +170,8 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
 def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, dtype=np.float64):
     """_nonflat's terms for a numpy or cupy input (at least 1-d): the input
     padded in its own dtype (a temporary), each tap's offset into it, and
-    one pass of the C++ or CUDA kernel; float64 results (cupy: float32 when
-    asked, for float32 input)."""
+    one pass of the C++ or CUDA kernel; float64 results (float32 when asked,
+    for float32 input)."""
     values = x.view(np.uint8) if x.dtype == np.bool_ else x  # a bool's byte, as scipy reads it
     if pad_mode == "constant":
         padded = _padded_with(xp, values, widths, _c_convert(np.array(float(cval)), values.dtype, np)[()])

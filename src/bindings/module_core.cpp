@@ -238,9 +238,11 @@ void register_nonflat(py::module_& m) {
     if (!offsets.dtype().is(py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
         offsets.ndim() != 1 || offsets.shape(0) != heights.shape(0) || offsets.shape(0) == 0)
       throw py::value_error("offsets must be a C-order int64 array of one offset per height, at least one");
-    if (!out.dtype().is(py::dtype::of<double>()) || !(out.flags() & py::array::c_style) || !out.writeable() ||
-        out.ndim() != padded.ndim() || out.ndim() == 0)
-      throw py::value_error("out must be a writable C-order float64 array of padded's rank (at least 1)");
+    const bool out_float = dtype == DType::Float32 && out.dtype().is(py::dtype::of<float>());
+    if (!(out_float || out.dtype().is(py::dtype::of<double>())) || !(out.flags() & py::array::c_style) ||
+        !out.writeable() || out.ndim() != padded.ndim() || out.ndim() == 0)
+      throw py::value_error("out must be a writable C-order float64 array (or float32, for float32 padded) of "
+                            "padded's rank (at least 1)");
     const int64_t ndim = out.ndim(), item = padded.itemsize();
     std::vector<int64_t> shape(out.shape(), out.shape() + ndim), padded_shape(padded.shape(), padded.shape() + ndim),
         strides(ndim);
@@ -250,7 +252,7 @@ void register_nonflat(py::module_& m) {
     check_nonflat_reads(shape, padded_shape, strides, offs, (int64_t)padded.size());
     py::gil_scoped_release nogil;
     nonflat_extreme(padded.data(), dtype, shape, strides, offs, first_height, heights.data(), erosion,
-                    static_cast<double*>(out.mutable_data()));
+                    out.mutable_data(), out_float);
   }, py::arg("padded"), py::arg("heights"), py::arg("offsets"), py::arg("first_height"), py::arg("erosion"),
      py::arg("out"),
      "Non-flat grey erosion or dilation into `out` (core/nonflat.hpp): out[i] = the minimum (maximum) over taps t "

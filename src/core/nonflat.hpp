@@ -34,7 +34,8 @@ GF_HD E add_in(E a, E b) {
 // offsets[t]], base(i) its index in the padded array; the caller checks
 // that every read falls inside it. `first_height`: tap 0's height;
 // `heights`: every tap's height already converted to the input's type (an
-// array of that type). `out`: C-order doubles of `shape` (at least 1-d).
+// array of that type). `out`: C-order doubles of `shape` (at least 1-d), or
+// with `out_float`, for float32 input, floats (each double result cast).
 // Throws std::invalid_argument unless every read nonflat_extreme makes for
 // an output of `shape` stays inside the padded input (`padded_shape` and
 // `padded_strides`, in elements, C order, `padded_size` elements).
@@ -44,6 +45,6 @@ void check_nonflat_reads(const std::vector<int64_t>& shape, const std::vector<in
 
 void nonflat_extreme(const void* padded, DType dtype, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& padded_strides, const std::vector<int64_t>& offsets,
-                     double first_height, const void* heights, bool erosion, double* out);
+                     double first_height, const void* heights, bool erosion, void* out, bool out_float = false);
 
 }  // namespace gpufilt
