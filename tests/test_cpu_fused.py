@@ -267,6 +267,21 @@ def test_integer_chain_plane_by_plane(name, args, kwargs, shape, dtype, layout, 
     check_chain_exact(name, x, *args, **kwargs)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape", [(34, 33, 31), (40, 3, 300), (60, 30, 20)])
+def test_8bit_chains_with_a_long_pass_across_planes(shape, dtype, layout, rng):
+    """A first pass across the planes of more taps than fuse (sigma 3: 25)
+    runs alone, the passes after it fused in place
+    (CpuBackend::fused_after_march_pass): scipy's bits, into a new array and
+    into the input itself."""
+    x = laid_out(random_array(rng, shape, dtype), layout)
+    check_chain_exact("gaussian_filter", x, 3.0)
+    check_chain_exact("gaussian_filter", x, (5.0, 0.7, 2.0), mode="constant", cval=300.0)
+    check_chain_exact("gaussian_filter", x, 4.0, order=(0, 1, 0), mode="wrap")
+    check_chain_exact("correlate1d", x, np.linspace(-1.0, 2.0, 31), 0)  # one pass: not split
+
+
 # ------------------------------------------------------------------ laplace
 
 LAPLACE_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",

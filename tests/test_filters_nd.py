@@ -732,12 +732,13 @@ def test_derivative_callback_gets_the_callers_array_and_each_axis(name, rng):
     inner = DERIVATIVE_FACTORIES["sobel"](gnd)
 
     def spy(input, axis, output, mode, cval):
-        seen.append((input is x, axis, mode))
+        # As scipy: the output array for the first axis, a dtype for each later one.
+        seen.append((input is x, axis, mode, isinstance(output, np.ndarray)))
         return inner(input, axis, output, mode, cval)
-    got = getattr(gnd, name)(x, spy, mode=["wrap", "nearest"], axes=(2, 0))
-    assert seen == [(True, 2, "wrap"), (True, 0, "nearest")]
-    assert_matches(got, getattr(snd, name)(x, DERIVATIVE_FACTORIES["sobel"](snd),
-                                           mode=["wrap", "nearest"], axes=(2, 0)))
+    modes = ["wrap", "nearest", "mirror"]
+    got = getattr(gnd, name)(x, spy, mode=modes, axes=(2, 0, 1))
+    assert seen == [(True, 2, "wrap", True), (True, 0, "nearest", False), (True, 1, "mirror", False)]
+    assert_matches(got, getattr(snd, name)(x, DERIVATIVE_FACTORIES["sobel"](snd), mode=modes, axes=(2, 0, 1)))
 
 
 @pytest.mark.parametrize("output", [np.float32, np.float64, np.int32])

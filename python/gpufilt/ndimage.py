@@ -1022,12 +1022,14 @@ def prewitt(input: ArrayLike, axis: int = -1, output: Output = None, mode: str |
     return _edge_filter(input, axis, output, mode, cval, "prewitt", stream)
 
 
-def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream):
+def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream, writes_into=False):
     """The core of generic_laplace (square=False) and
     generic_gradient_magnitude (square=True): derivative along each axis,
     (squared,) summed in the output dtype, (square-rooted). Every argument
     is checked before the first derivative writes; `derivative` runs with
-    `stream` current in the input's library (_dispatch.stream_made_current)."""
+    `stream` current in the input's library (_dispatch.stream_made_current).
+    A `derivative` of gpufilt's own (`writes_into`) writes the axes after the
+    second into the second's array; a caller's gets a dtype, as scipy's."""
     src = _filter_input(input)
     axes = _args.check_axes(axes, src.ndim)
     modes = _args.normalize_sequence(mode, len(axes), "mode")
@@ -1063,8 +1065,9 @@ def _sum_over_axes(input, derivative, output, mode, cval, axes, square, stream):
             derivative(src.obj, axes[0], target, modes[0], cval)
             if square:
                 apply("square", target, target, target)
+            tmp = None
             for ax, m in zip(axes[1:], modes[1:]):
-                tmp = derivative(src.obj, ax, dtype, m, cval)
+                tmp = derivative(src.obj, ax, tmp if writes_into and tmp is not None else dtype, m, cval)
                 if square:
                     apply("square", tmp, tmp, tmp)
                 apply("add", target, tmp, target)
@@ -1223,7 +1226,7 @@ def gaussian_laplace(input: ArrayLike, sigma: float | Sequence[float], output: O
         order = [0] * src.ndim
         order[axis] = 2
         return gaussian_filter(x, sigmas, order, out, mode, cval, stream=stream, **kwargs)
-    return generic_laplace(src.obj, derivative2, output, mode, cval, axes=axes, stream=stream)
+    return _sum_over_axes(src.obj, derivative2, output, mode, cval, axes, False, stream, writes_into=True)
 
 
 @_docs.filter_doc(
@@ -1255,7 +1258,7 @@ def gaussian_gradient_magnitude(input: ArrayLike, sigma: float | Sequence[float]
         order = [0] * src.ndim
         order[axis] = 1
         return gaussian_filter(x, sigma, order, out, mode, cval, stream=stream, **kwargs)
-    return generic_gradient_magnitude(src.obj, derivative, output, mode, cval, axes=axes, stream=stream)
+    return _sum_over_axes(src.obj, derivative, output, mode, cval, axes, True, stream, writes_into=True)
 
 
 # Morphology: minima and maxima of gpufilt's filters (_morphology.py).

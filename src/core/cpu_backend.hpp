@@ -22,6 +22,12 @@ class CpuBackend final : public LineBackend {
   void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                       double cval) override;
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;
+
+ private:
+  bool whole_chain_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                         double cval);
+  bool fused_after_march_pass(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
+                              double cval);
 };
 
 // Threads the CPU kernels use: the calling thread's override (below) if

@@ -17,7 +17,7 @@ enum class Elementwise : int8_t {
   Add,       // out = a + b
   Subtract,  // out = a - b
   Square,    // out = a * a
-  Sqrt,      // out = sqrt(a), computed in double and cast back (numpy's casting='unsafe')
+  Sqrt,      // out = sqrt(a); integers' computed in double and cast back (numpy's casting='unsafe')
   Multiply,  // out = a * b
 };
 
@@ -57,8 +57,11 @@ GF_HD typename storage<T>::type elementwise_value(Elementwise op, typename stora
     return r;
   } else if constexpr (T == DType::Float32 || T == DType::Float64) {
     if (!is_binary(op)) y = x;
-    return op == Elementwise::Add ? x + y : op == Elementwise::Subtract ? x - y
-         : op == Elementwise::Sqrt ? (S)sqrt((double)x) : x * y;
+    if (op == Elementwise::Sqrt) {  // float's own: the double root rounded to float, both correctly rounded
+      if constexpr (T == DType::Float32) return sqrtf(x);
+      else return sqrt(x);
+    }
+    return op == Elementwise::Add ? x + y : op == Elementwise::Subtract ? x - y : x * y;
   } else {
     using U = std::make_unsigned_t<S>;
     if (op == Elementwise::Sqrt) {
