@@ -1904,7 +1904,9 @@ bool CpuBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const st
 // double (order 1, sigma 2.5) 104 and 111.
 bool CpuBackend::fused_after_march_pass(const ArrayDesc& in, const ArrayDesc& out,
                                         const std::vector<LinePass>& passes, double cval) {
-  if (in.ndim != 3 || itemsize(in.dtype) != 1 || passes.size() < 3 || passes[0].axis != march_axis(out)) return false;
+  if (in.ndim != 3 || in.dtype != out.dtype || itemsize(in.dtype) != 1 || passes.size() < 3 ||
+      passes[0].axis != march_axis(out))
+    return false;
   const std::vector<LinePass> rest(passes.begin() + 1, passes.end());
   int march;
   bool in_float;
