@@ -1819,10 +1819,6 @@ bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vect
                       bool rows, int& march, bool& in_float) {
   if (in.ndim != 3 || in.size() < kFusedMinSize || in.dtype != out.dtype || passes.empty()) return false;
   march = march_axis(in);
-  if (may_overlap(in, out)) {
-    const bool across = std::any_of(passes.begin(), passes.end(), [&](const LinePass& p) { return p.axis == march; });
-    if (!same_layout(in, out) || across || passes.size() < 2) return false;
-  }
   if (in.dtype != DType::Float32 && in.dtype != DType::Float64 && !fuses_integers(in, passes, cval)) return false;
   in_float = sums_in_float(in, out, passes[0], cval);
   int across = 0;
@@ -1841,6 +1837,7 @@ bool plan_plane_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vect
     }
   }
   if (across > 1) return false;
+  if (may_overlap(in, out) && (!same_layout(in, out) || across || passes.size() < 2)) return false;
   // The window of planes the march pass reads, held as the worker's S.
   int64_t held = 0;
   with_chain_types(in.dtype, in_float, [&](auto s, auto, auto) { held = sizeof(typename decltype(s)::type); });
