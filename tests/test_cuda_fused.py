@@ -109,6 +109,69 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
     check("sobel", x, axis=int(rng.integers(0, 2)), mode=modes, cval=cval)
 
 
+def random_origins(rng, sizes):
+    return [int(rng.integers(-(s // 2), (s - 1) // 2 + 1)) for s in sizes]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 45, 70), (3, 2, 1), (66, 17, 129), (1, 20, 130)])
+def test_3d_chains_padded_to_9_taps(shape, dtype, rng):
+    """3-D chains of three passes of 2 to 9 taps that no tile is built for
+    (gaussian sigma 0.4 to 1.1: 5 and 7 taps; box sizes 2 to 8; a size per
+    axis) run in blocked_kernel's 9 taps, each pass padded (centred, or at
+    the end with its origin), its extra taps skipped; the dtypes
+    blocked_kernel does not take run pass by pass."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    modes, cval = per_axis_modes(rng, 3), float(rng.normal())
+    for sigma in (0.5, 0.8, [0.4, 1.0, 0.6]):
+        check("gaussian_filter", x, sigma, mode=modes, cval=cval)
+    for size in ([4, 4, 4], [2, 5, 8], [6, 3, 7]):
+        origin = random_origins(rng, size)
+        check("uniform_filter", x, size, origin=origin, mode=modes, cval=cval, exact=False)
+        for name in MIN_MAX:
+            check(name, x, size=size, origin=origin, mode=modes, cval=cval)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", PLANE_SHAPES)
+def test_2d_chains_padded_to_9_or_17_taps(shape, dtype, rng):
+    """2-D chains of up to 17 taps that no tile is built for (gaussian sigma
+    0.5: 5 taps, 1.2 to 1.8: 11 to 15; box sizes 4 to 16) run in
+    plane_kernel's 9 or 17 taps, each pass padded, its extra taps skipped."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    modes, cval = per_axis_modes(rng, 2), float(rng.normal())
+    for sigma in (0.5, 1.2, 1.5, [0.6, 1.8]):
+        check("gaussian_filter", x, sigma, mode=modes, cval=cval)
+    for size in ([4, 4], [12, 12], [5, 16], [11, 6]):
+        origin = random_origins(rng, size)
+        check("uniform_filter", x, size, origin=origin, mode=modes, cval=cval, exact=False)
+        for name in MIN_MAX:
+            check(name, x, size=size, origin=origin, mode=modes, cval=cval)
+
+
+@pytest.mark.parametrize("shape, sigma, size, spacing",
+                         [((30, 40, 70), 0.5, [4, 6, 2], 3000), ((150, 300), 1.5, [12, 5], 1800)])
+def test_padded_chains_never_read_non_finite_values(shape, sigma, size, spacing, rng):
+    """The taps a padded chain skips are never multiplied by zero: infinities
+    and NaN just beyond each pass's reach leave the outputs as the CPU's. One
+    value in about spacing / 3 is not finite: most windows hold none, and
+    about half of the padded windows one."""
+    x = random_array(rng, shape, "float32")
+    flat = x.reshape(-1)
+    flat[::spacing] = np.inf
+    flat[spacing // 2::spacing + 7] = -np.inf
+    flat[spacing // 3::spacing + 13] = np.nan
+    calls = [("gaussian_filter", (sigma,), {}), ("uniform_filter", (size,), {}),
+             ("minimum_filter", (), {"size": size}), ("maximum_filter", (), {"size": size})]
+    for name, args, kwargs in calls:
+        got = cupy.asnumpy(getattr(gnd, name)(cupy.asarray(x), *args, mode="nearest", **kwargs))
+        on_cpu = getattr(gnd, name)(x, *args, mode="nearest", **kwargs)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(on_cpu), err_msg=name)
+        finite = np.isfinite(on_cpu)
+        assert_matches(got[finite], on_cpu[finite])
+        np.testing.assert_array_equal(got[~finite], on_cpu[~finite], err_msg=name)
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
 @pytest.mark.parametrize("mode", FILTER_MODES)
 def test_2d_small_integer_fast_sums(mode, dtype, rng):

@@ -267,7 +267,8 @@ bool describe_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector
 // True when the tile kernels are built for the chain's tap counts (FusedLauncher,
 // PlaneLauncher, BlockedLauncher): every pass of 3 or 9 taps, or of 17 on a
 // 2-D array (plane_kernel), or a box chain of 5 or 7 held narrow that reads
-// only values of its dtype (launch_box_chain). Other chains run pass by pass,
+// only values of its dtype (launch_box_chain). Other chains are padded into
+// a tile's taps where one holds them (plan_padded), else run pass by pass,
 // each pass in the long-pass kernel of its bucket, whose cost follows its
 // taps (fused_kernel with the taps known at run time cost 3-8 times that:
 // H200, 512^3 float32 gaussian sigma 1.5 5.40 ms, sigma 1 0.72).
@@ -303,9 +304,73 @@ bool plan_fused(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Lin
   return true;
 }
 
+// The taps a chain is padded to (pad_pass): a 3-D chain of three passes of
+// up to 9 taps blocked_kernel's 9 (gaussian sigma 0.4 to 1.1, box sizes 2 to
+// 8, different sizes per axis), a 2-D chain plane_kernel's 3, 9 or 17
+// (passes that already have them stay as they are); 0 where no tile holds
+// the chain. Every tap of the bucket costs time, skipped or not (the loops
+// unroll over the bucket), but one fused kernel reads and writes the data
+// once, where pass by pass reads and writes it once a pass.
+int padded_taps(int ndim, const FusedArgs& a) {
+  int passes = 0, most = 0;
+  for (const FusedPass& p : a.pass)
+    if (p.taps) ++passes, most = std::max(most, p.taps);
+  if (ndim == 3) return passes == 3 && most <= 9 ? 9 : 0;
+  if (const int built = specialised_taps(a)) return built;
+  return most <= 9 ? 9 : most <= 17 ? 17 : 0;
+}
+
+void pad_chain(FusedArgs& a, int bucket) {
+  for (FusedPass& p : a.pass)
+    if (p.taps) pad_pass(p, bucket);
+}
+
+// True when the kernels sum the chain in double (FusedPlan; with_accumulator).
+bool sums_in_double(const FusedPlan& plan) { return !(plan.float_sums || plan.eight_bit_float || plan.int32_chain); }
+
+// Plans a chain in axis order that plan_fused does not take into the tile
+// kernel whose taps hold it, each pass padded (pad_pass); false where none
+// does. 16-bit data summed in double is not padded to 17 taps: plane_kernel
+// spills for it already (PlaneGeometry), and more with the padding's tests
+// (H100, 16384^2 uint16 gaussian sigma 1.5: 2.85 ms pass by pass, 5.65
+// padded; float64 3.31 -> 3.22, float32 gaussian_laplace 6.81 -> 5.20).
+bool plan_padded(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
+                 FusedPlan& plan) {
+  if (!is_image_dtype(in.dtype) || !describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
+  const int bucket = padded_taps(in.ndim, plan.args);
+  if (bucket == 0 || (bucket == 17 && itemsize(in.dtype) == 2 && sums_in_double(plan))) return false;
+  pad_chain(plan.args, bucket);
+  return true;
+}
+
+// Plans the passes along axes 1 and 2 of a 3-D array (`rest`) as a stack of
+// 2-D chains for plane_kernel, each plane of axis 0 a layer of its grid
+// (stage 1, which a 2-D array leaves unused), the passes padded to its taps;
+// false where plane_kernel does not take them.
+bool plan_plane_stack(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& rest, double cval,
+                      FusedPlan& plan) {
+  if (in.ndim != 3 || rest.empty() || rest[0].axis == 0 || !is_image_dtype(in.dtype) ||
+      !describe_chain(in, out, rest, cval, kMaxTaps, plan))
+    return false;
+  FusedArgs& a = plan.args;  // rows on stage 0, planes on stage 1, as plane_kernel takes them
+  std::swap(a.n[0], a.n[1]);
+  std::swap(a.in_step[0], a.in_step[1]);
+  std::swap(a.out_step[0], a.out_step[1]);
+  std::swap(a.pass[0], a.pass[1]);
+  const int bucket = padded_taps(2, a);
+  // within the grid's limits: tiles of 32 rows or more, a plane a layer
+  if (bucket == 0 || (a.n[0] + 31) / 32 > kMaxGridYZ || a.n[1] > kMaxGridYZ) return false;
+  pad_chain(a, bucket);
+  return true;
+}
+
 }  // namespace
 
 // The host helpers plan.cuh declares for the launchers (their comments are there).
+
+bool padded(const FusedArgs& a) {
+  return std::any_of(a.pass, a.pass + 3, [](const FusedPass& p) { return p.skip > 0; });
+}
 
 int shared_taps(const FusedArgs& a) {
   int taps = 0;
@@ -483,6 +548,26 @@ bool out_of_order_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDe
   return true;
 }
 
+// A 3-D chain that neither the tiles nor blocked_kernel's padding take
+// (passes of 10 to 17 taps: gaussian sigma 1.2 to 2): its pass along axis 0
+// alone into a temporary (in a long-pass kernel), then the others over each
+// plane of it in plane_kernel, two reads and writes of the volume instead of
+// one a pass (H100, 512^3 float32 gaussian sigma 1.5: 1.30 -> 0.92 ms).
+// Chains summed in double stay pass by pass: plane_kernel's double sums of
+// 17 taps cost more than a pass saves (uint16 sigma 1.5: 2.21 -> 3.71 ms).
+// False when no kernel here takes the chain.
+bool split_volume_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
+                        const std::vector<LinePass>& passes, double cval, cudaStream_t stream) {
+  if (in.ndim != 3 || passes.size() < 2 || passes[0].axis != 0) return false;
+  const std::vector<LinePass> rest(passes.begin() + 1, passes.end());
+  std::unique_ptr<TempBuffer> holder = backend.allocate(out.size() * itemsize(out.dtype));
+  const ArrayDesc first = contiguous_like(out, out.dtype, holder->data);
+  FusedPlan plan;
+  if (!plan_plane_stack(first, out, rest, cval, plan) || sums_in_double(plan)) return false;
+  backend.line_pass(in, first, passes[0], cval);
+  return dispatch_real_dtype<PlaneLauncher>(out.dtype, plan, out, stream);  // (if not, pass by pass from `in`)
+}
+
 }  // namespace
 
 bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
@@ -495,9 +580,17 @@ bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const s
     return dispatch_real_dtype<LongPassLauncher>(in.dtype, plan, (int)(pass - plan.args.pass), out, stream);
   }
   if (!in_axis_order(passes)) return out_of_order_chain(*this, in, out, passes, cval, stream);
-  if (!plan_fused(in, out, passes, cval, plan)) return false;
-  launch_planned(plan, in, out, stream);
-  return true;
+  if (plan_fused(in, out, passes, cval, plan)) {
+    launch_planned(plan, in, out, stream);
+    return true;
+  }
+  // Padded chains take only the kernels that skip the padding (a launcher
+  // that declines launches nothing).
+  if (plan_padded(in, out, passes, cval, plan) &&
+      (in.ndim == 2 ? dispatch_real_dtype<PlaneLauncher>(in.dtype, plan, out, stream)
+                    : dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, out, stream)))
+    return true;
+  return split_volume_chain(*this, in, out, passes, cval, stream);
 }
 
 }  // namespace gpufilt::cuda

@@ -104,7 +104,9 @@ __device__ __forceinline__ void blocked_results(const FusedPass& p, const Tap& x
   }
 }
 
-template <DType T, int TAPS, class Acc>
+// PADDED: the chain's passes were padded to TAPS taps (plan_padded: pad_pass),
+// their extra taps skipped (KindOf::padded).
+template <DType T, int TAPS, class Acc, bool PADDED>
 __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
   using Held = BlockedHeld<Acc>;
@@ -155,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     }
 
     // pass 0: Z planes of the thread's own columns
-    with_kind<kEightBitFloat<T, Acc>>(p0, [&](auto kind) {
+    with_kind<kEightBitFloat<T, Acc>, PADDED>(p0, [&](auto kind) {
 #pragma unroll
       for (int j = 0; j < J; ++j) {
         if (!owns(j)) continue;
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     __syncthreads();
 
     // pass 1: item (plane dz, row segment, column hx) -> kRows1 rows of B
-    with_kind<kEightBitFloat<T, Acc>>(p1, [&](auto kind) {
+    with_kind<kEightBitFloat<T, Acc>, PADDED>(p1, [&](auto kind) {
 #pragma unroll
       for (int i = 0; i < G::kRounds1; ++i) {
         const int e = threadIdx.x + i * kThreads;
@@ -200,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 2) blocked_kernel(const __grid_const
     // pass 2: quads of kQuad neighbouring outputs of a row (dz * TY + ty),
     // each from values of B read as 16-byte vectors, stored as one vector
     // where the rows allow it (a.run_stores)
-    with_kind<kEightBitFloat<T, Acc>>(p2, [&](auto kind) {
+    with_kind<kEightBitFloat<T, Acc>, PADDED>(p2, [&](auto kind) {
 #pragma unroll
       for (int i = 0; i < G::kRounds2; ++i) {
         const int g = threadIdx.x + i * kThreads, zy = g / (G::TX / G::kQuad), qx = g % (G::TX / G::kQuad) * G::kQuad;
@@ -258,7 +260,7 @@ struct BlockedKernels {
     plan.shared_bytes = G::kSharedBytes;
     a.run_stores = run_stores<T, G::kQuad>(a, out);
     const int64_t gx = (a.n[2] + G::TX - 1) / G::TX, gy = (a.n[1] + G::TY - 1) / G::TY;
-    const auto kernel = blocked_kernel<T, kTaps, Acc>;
+    const auto kernel = padded(a) ? blocked_kernel<T, kTaps, Acc, true> : blocked_kernel<T, kTaps, Acc, false>;
     const int64_t resident =
         (int64_t)resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, G::kSharedBytes) *
         multiprocessors();

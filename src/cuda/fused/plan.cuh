@@ -102,6 +102,10 @@ bool signed_pairs(const FusedArgs& a);
 // True when every pass is a symmetric correlation (gaussian filters).
 bool symmetric_pairs(const FusedArgs& a);
 
+// True when some pass of the chain was padded to a bucket (pad_pass): the
+// kernel must skip the taps that are not its own (KindOf::padded).
+bool padded(const FusedArgs& a);
+
 // Lays pass p out in a kernel built for `bucket` >= p.taps taps
 // (KindOf::padded): a symmetric correlation centred in it (p.skip taps that
 // are not its own before and after), any other pass at its end (p.skip
@@ -121,11 +125,11 @@ struct FusedLauncher {  // fused/tile.cuh: any chain plan_fused planned (tiles_b
   static void run(const FusedPlan& plan, cudaStream_t stream);
 };
 template <DType T>
-struct BlockedLauncher {  // fused/blocked.cuh: 3-D chains of three 9-tap passes
+struct BlockedLauncher {  // fused/blocked.cuh: 3-D chains of three 9-tap passes, or padded to 9
   static bool run(FusedPlan plan, const ArrayDesc& out, cudaStream_t stream);
 };
 template <DType T>
-struct PlaneLauncher {  // fused/plane.cuh: 2-D chains
+struct PlaneLauncher {  // fused/plane.cuh: 2-D chains (of 3, 9 or 17 taps, or padded to 9 or 17)
   static bool run(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream);
 };
 template <DType T>

@@ -70,12 +70,12 @@ struct PlaneGeometry {
 // whole haloed input window lies inside the array, on rows of contiguous,
 // 8-byte aligned elements. Other blocks (the array's borders) load as before.
 template <class G, class S>
-__device__ __forceinline__ bool stages_input(const FusedArgs& a, int64_t y0, int64_t x0) {
+__device__ __forceinline__ bool stages_input(const FusedArgs& a, const char* in, int64_t y0, int64_t x0) {
   if constexpr (!G::kStaged) {
     return false;
   } else {
     const int64_t ys = y0 - a.pass[0].left, xs = x0 - a.pass[2].left;
-    const char* first = a.in + ys * a.in_step[0] + xs * (int64_t)sizeof(S);
+    const char* first = in + ys * a.in_step[0] + xs * (int64_t)sizeof(S);
     return a.in_step[2] == (int64_t)sizeof(S) && a.in_step[0] % 8 == 0 && reinterpret_cast<uintptr_t>(first) % 8 == 0 &&
            ys >= 0 && ys + G::kStagedRows <= a.n[0] && xs >= 0 && xs + G::kStagedCols <= a.n[2];
   }
@@ -99,7 +99,8 @@ __device__ __forceinline__ void settle_from_staged(const FusedPass& p, uint32_t 
   }
 }
 
-template <DType T, int TAPS, class Acc>
+// PADDED: as blocked_kernel's.
+template <DType T, int TAPS, class Acc, bool PADDED>
 __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlocks)
     plane_kernel(const __grid_constant__ FusedArgs a) {
   using S = typename storage<T>::type;
@@ -110,15 +111,19 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
   __shared__ __align__(16) Acc A[G::TY * HXP];
   __shared__ __align__(16) S staged[G::kStagedBytes / sizeof(S)];
   const int64_t y0 = (int64_t)blockIdx.y * G::TY, x0 = (int64_t)blockIdx.x * TX;
+  // A stack of 2-D arrays along stage 1 (the planes of a volume:
+  // plan_plane_stack), one a layer of the grid; a 2-D array is one.
+  const char* const in = a.in + blockIdx.z * a.in_step[1];
+  char* const out = a.out + blockIdx.z * a.out_step[1];
 
-  const bool stage = stages_input<G, S>(a, y0, x0);  // the same for the whole block
+  const bool stage = stages_input<G, S>(a, in, y0, x0);  // the same for the whole block
   if (stage) {
     // All of a thread's loads first, then its stores: one load at a time,
     // each waited on before the next, took 23% of the uint8 tile's stall
     // samples (ncu, H100).
     constexpr int words = G::kStagedCols / G::kPerWord;  // a staged row's
     constexpr int total = G::kStagedRows * words, per_thread = (total + kThreads - 1) / kThreads;
-    const char* first = a.in + (y0 - p0.left) * a.in_step[0] + (x0 - p1.left) * (int64_t)sizeof(S);
+    const char* first = in + (y0 - p0.left) * a.in_step[0] + (x0 - p1.left) * (int64_t)sizeof(S);
     uint2 loaded[per_thread];
 #pragma unroll
     for (int j = 0; j < per_thread; ++j) {
@@ -142,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 #pragma unroll
       for (int r = 0; r < R; ++r) column[r * HXP] = cval;
     } else {
-      const char* in = a.in + border_index(x, a.n[2], p1.mode) * a.in_step[2];
+      const char* column_in = in + border_index(x, a.n[2], p1.mode) * a.in_step[2];
       const int64_t top = y0 + r0 - p0.left;  // the input row of v[0]
       const int loads = p0.taps ? R + TAPS - 1 : R;
       // Three loops, the tests of `stage` and of the rows lying inside the
@@ -162,18 +167,18 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 #pragma unroll
         for (int k = 0; k < R + TAPS - 1; ++k) {
           if (k >= loads) break;
-          v[k] = as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(in + (top + k) * a.in_step[0])));
+          v[k] = as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(column_in + (top + k) * a.in_step[0])));
         }
       } else {
 #pragma unroll
         for (int k = 0; k < R + TAPS - 1; ++k) {
           if (k >= loads) break;
           const int64_t y = border_index(top + k, a.n[0], p0.mode);
-          v[k] = y < 0 ? cval : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(in + y * a.in_step[0])));
+          v[k] = y < 0 ? cval : as_acc<T, Acc>(__ldg(reinterpret_cast<const S*>(column_in + y * a.in_step[0])));
         }
       }
       if (p0.taps) {
-        with_kind<kEightBitFloat<T, Acc>>(p0, [&](auto kind) {
+        with_kind<kEightBitFloat<T, Acc>, PADDED>(p0, [&](auto kind) {
           using K = decltype(kind);
           Acc results[R];
           auto tap = [&](int r, int k) { return v[r + k]; };
@@ -196,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
   __syncthreads();
 
   // 2. pass 1: Q outputs of a row, stored
-  with_kind<kEightBitFloat<T, Acc>>(p1, [&](auto kind) {
+  with_kind<kEightBitFloat<T, Acc>, PADDED>(p1, [&](auto kind) {
     for (int g = threadIdx.x; g < G::kQuads; g += kThreads) {
       const int ty = g / (TX / Q), tx = g % (TX / Q) * Q;
       const int64_t y = y0 + ty, x = x0 + tx;
@@ -220,32 +225,34 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 #pragma unroll
         for (int i = 0; i < Q; ++i) results[i] = v[i];
       }
-      store_results<T>(a.out + y * a.out_step[0] + x * a.out_step[2], results, a.out_step[2], a.n[2] - x,
+      store_results<T>(out + y * a.out_step[0] + x * a.out_step[2], results, a.out_step[2], a.n[2] - x,
                        a.run_stores);
     }
   });
 }
 
 // Runs a 2-D chain whose passes share 3, 9 or 17 taps with plane_kernel
-// (see there); false otherwise.
+// (see there), or were padded to 9 or 17 (plan_padded); false otherwise.
 template <DType T>
 struct PlaneKernels {
-  template <int TAPS, class Acc>
+  template <int TAPS, class Acc, bool PADDED = false>
   static bool launch_tiles(FusedPlan plan, const ArrayDesc& out, cudaStream_t stream) {
     using G = PlaneGeometry<T, TAPS, Acc>;
     FusedArgs& a = plan.args;
     const int64_t gy = (a.n[0] + G::TY - 1) / G::TY;
-    if (gy > kMaxGridYZ) return false;
     a.run_stores = run_stores<T, G::kQuad>(a, out);
-    plane_kernel<T, TAPS, Acc><<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy), kThreads, 0,
-                                  stream>>>(a);
+    if (gy > kMaxGridYZ || a.n[1] > kMaxGridYZ) return false;
+    plane_kernel<T, TAPS, Acc, PADDED>
+        <<<dim3((unsigned)((a.n[2] + G::TX - 1) / G::TX), (unsigned)gy, (unsigned)a.n[1]), kThreads, 0, stream>>>(a);
     GF_CUDA_CHECK_LAUNCH();
     return true;
   }
 
-  template <int TAPS>
+  template <int TAPS, bool PADDED = false>
   static bool launch_taps(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream) {
-    return with_accumulator<T>(plan, [&](auto acc) { return launch_tiles<TAPS, decltype(acc)>(plan, out, stream); });
+    return with_accumulator<T>(plan, [&](auto acc) {
+      return launch_tiles<TAPS, decltype(acc), PADDED>(plan, out, stream);
+    });
   }
 
   // Box chains held narrow (float or int32), TAPS taps a pass; false for others.
@@ -260,6 +267,13 @@ struct PlaneKernels {
 
   static bool run(const FusedPlan& plan, const ArrayDesc& out, cudaStream_t stream) {
     if constexpr (is_image_dtype(T)) {
+      if (padded(plan.args)) {
+        switch (shared_taps(plan.args)) {
+          case 9: return launch_taps<9, true>(plan, out, stream);
+          case 17: return launch_taps<17, true>(plan, out, stream);
+          default: return false;
+        }
+      }
       switch (specialised_taps(plan.args)) {
         case 3: return launch_taps<3>(plan, out, stream);
         case 9: return launch_taps<9>(plan, out, stream);
