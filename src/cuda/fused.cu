@@ -552,10 +552,12 @@ bool out_of_order_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDe
 // (passes of 10 to 17 taps: gaussian sigma 1.2 to 2): its pass along axis 0
 // alone into a temporary (in a long-pass kernel), then the others over each
 // plane of it in plane_kernel, two reads and writes of the volume instead of
-// one a pass (H100, 512^3 float32 gaussian sigma 1.5: 1.30 -> 0.92 ms).
-// Chains summed in double stay pass by pass: plane_kernel's double sums of
-// 17 taps cost more than a pass saves (uint16 sigma 1.5: 2.21 -> 3.71 ms).
-// False when no kernel here takes the chain.
+// one a pass (H100, 512^3 float32 gaussian sigma 1.5: 1.30 -> 0.92 ms;
+// chains summed in double too: float64 sigma 0.5 2.45 -> 1.54,
+// gaussian_laplace sigma 2 7.41 -> 5.48). 16-bit data summed in double
+// stays pass by pass: plane_kernel's double sums cost it more than a pass
+// saves (uint16 sigma 1.5: 2.21 -> 3.71 ms). False when no kernel here
+// takes the chain.
 bool split_volume_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
                         const std::vector<LinePass>& passes, double cval, cudaStream_t stream) {
   if (in.ndim != 3 || passes.size() < 2 || passes[0].axis != 0) return false;
@@ -563,7 +565,8 @@ bool split_volume_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDe
   std::unique_ptr<TempBuffer> holder = backend.allocate(out.size() * itemsize(out.dtype));
   const ArrayDesc first = contiguous_like(out, out.dtype, holder->data);
   FusedPlan plan;
-  if (!plan_plane_stack(first, out, rest, cval, plan) || sums_in_double(plan)) return false;
+  if (!plan_plane_stack(first, out, rest, cval, plan) || (itemsize(out.dtype) == 2 && sums_in_double(plan)))
+    return false;
   backend.line_pass(in, first, passes[0], cval);
   return dispatch_real_dtype<PlaneLauncher>(out.dtype, plan, out, stream);  // (if not, pass by pass from `in`)
 }
