@@ -1,8 +1,9 @@
 """The fused separable kernels (src/cuda/fused.cu, src/cuda/fused/) on cupy
 arrays: 2-D and 3-D chains of up to one pass per axis in axis order, filters
 up to 17 taps per axis, one dtype in and out (chains of tap counts the tiles
-are not built for run pass by pass in the long-pass kernels: see
-test_cuda_long_passes.py). Each case is checked against scipy and,
+are not built for are padded into them, or split into a pass along axis 0
+and a stack of planes; longer ones run pass by pass in the long-pass
+kernels: see test_cuda_long_passes.py). Each case is checked against scipy and,
 exactly, against gpufilt's own CPU backend (which sums the taps in scipy's
 order), so a halo, ring or rounding slip shows up in the last bit.
 

@@ -1,9 +1,9 @@
 """Passes of any length in the long-pass kernels (src/cuda/fused/long_pass.cuh)
 on cupy arrays: a pass of t taps runs in the kernel built for the smallest
 bucket of 17, 33 or 65 taps that holds it, laid out with the bucket's other
-taps skipped (pad_pass, KindOf::padded), and chains the fused tiles are not
-built for (taps other than 3 and 9, or 17 on a 2-D array) run pass by pass
-in them. Checked against scipy and, bit for bit where the GPU sums in double
+taps skipped (pad_pass, KindOf::padded), and chains no tile holds (3-D
+chains of more than 9 taps a pass, whose first pass runs here before the
+planes' tile kernel; any chain of more than 17) run pass by pass in them. Checked against scipy and, bit for bit where the GPU sums in double
 or exactly, against gpufilt's own CPU backend, around every bucket's edges,
 along every axis, for every kind of pass.
 """
@@ -57,9 +57,10 @@ def test_box_passes_any_size(dtype, size, rng):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gaussian_chains_of_any_sigma(dtype, rng):
-    """Chains the tiles are not built for (sigma 0.5, 1.5, 2.3, 6 and a
-    different sigma per axis) run pass by pass in the long-pass kernels;
-    derivatives (order 1: antisymmetric, summed in double) too."""
+    """Chains the tiles are not built for (sigma 0.5 and 1.5: padded, or a
+    pass along axis 0 and then the planes; 2.3, 6 and a different sigma per
+    axis: pass by pass in the long-pass kernels), derivatives (order 1:
+    antisymmetric, summed in double) too."""
     volume = cupy.asarray(random_array(rng, (40, 33, 70), dtype))
     plane = cupy.asarray(random_array(rng, (130, 160), dtype))
     for sigma in (0.5, 1.5, 2.3, 6.0, (1.0, 2.5, 0.7)):

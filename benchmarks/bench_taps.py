@@ -1,0 +1,103 @@
+"""gpufilt alone over the tap counts that no tile kernel is built for
+(issue 30): gaussian sigma 0.3 to 2.0 and box sizes 2 to 17 on a 512^3
+volume and a 16384^2 image of float32, gaussians of other dtypes, and the
+derivative-of-gaussian filters. Chains of these taps are padded into the
+tiles (3-D: 9 taps; 2-D: 9 or 17) or split into a pass along axis 0 and a
+stack of planes (src/cuda/fused.cu).
+
+Each point is the median of CUDA-event-timed calls after a warm-up. To
+compare two builds, run it once against each install on the same machine
+and hand the older run's JSON to the newer one with --compare:
+
+    PYTHONPATH=OLD python benchmarks/bench_taps.py --json old.json
+    python benchmarks/bench_taps.py --json new.json --compare old.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+REPEATS = 15
+
+
+def timer(cp):
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+
+    def time_ms(f):
+        f()
+        cp.cuda.Device().synchronize()
+        times = []
+        for _ in range(REPEATS):
+            start.record()
+            f()
+            stop.record()
+            stop.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, stop))
+        return sorted(times)[len(times) // 2]
+
+    return time_ms
+
+
+def random_array(cp, shape, dtype):
+    x = cp.random.default_rng(1).random(shape, dtype=cp.float32)
+    return (x * 200).astype(dtype) if dtype in ("uint8", "uint16") else x.astype(dtype)
+
+
+def float32_points(cp, gf, time_ms, shape, rows):
+    x = random_array(cp, shape, "float32")
+    out = cp.empty_like(x)
+    tag = "x".join(map(str, shape))
+    for s in [round(0.3 + 0.1 * i, 1) for i in range(18)]:
+        rows[f"gaussian {tag} {s}"] = time_ms(lambda: gf.gaussian_filter(x, s, output=out))
+    for n in range(2, 18):
+        for f in ("uniform_filter", "maximum_filter"):
+            rows[f"{f} {tag} {n}"] = time_ms(lambda: getattr(gf, f)(x, n, output=out))
+    for f in ("gaussian_laplace", "gaussian_gradient_magnitude"):
+        for s in (0.5, 1.0, 1.5, 2.0):
+            rows[f"{f} {tag} {s}"] = time_ms(lambda: getattr(gf, f)(x, s, output=out))
+
+
+def dtype_points(cp, gf, time_ms, shape, dtype, rows):
+    x = random_array(cp, shape, dtype)
+    out = cp.empty_like(x)
+    tag = "x".join(map(str, shape))
+    for s in (0.5, 0.8, 1.0, 1.5, 2.0):
+        rows[f"gaussian {tag} {dtype} {s}"] = time_ms(lambda: gf.gaussian_filter(x, s, output=out))
+
+
+def points(cp, gf, time_ms):
+    """{name: ms} over every point (each array freed before the next)."""
+    rows = {}
+    for shape in ((512,) * 3, (16384,) * 2):
+        float32_points(cp, gf, time_ms, shape, rows)
+    for dtype in ("float16", "uint8", "uint16", "float64"):
+        dtype_points(cp, gf, time_ms, (512,) * 3, dtype, rows)
+    for dtype in ("uint16", "float64"):
+        dtype_points(cp, gf, time_ms, (16384,) * 2, dtype, rows)
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", help="write every point to this JSON file")
+    parser.add_argument("--compare", help="an older run's JSON: print its time, this one's and their ratio")
+    args = parser.parse_args(argv)
+
+    import cupy as cp
+    from gpufilt import ndimage as gf
+
+    rows = points(cp, gf, timer(cp))
+    old = json.load(open(args.compare))["points"] if args.compare else {}
+    for name, ms in rows.items():
+        line = f"{name:48s} {ms:8.3f} ms"
+        if name in old:
+            line += f"  was {old[name]:8.3f}  x{old[name] / ms:5.2f}"
+        print(line)
+    if args.json:
+        device = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "points": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
