@@ -150,14 +150,33 @@ def test_2d_chains_padded_to_9_or_17_taps(shape, dtype, rng):
             check(name, x, size=size, origin=origin, mode=modes, cval=cval)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape", [(200, 1024), (4, 200, 1024)])
+def test_padded_8bit_chains_from_staged_input(shape, dtype, rng):
+    """8-bit rows whose length is a multiple of 8 are staged in shared memory
+    by plane_kernel (stages_input), and its outputs near an integer summed
+    again from there (settle_from_staged): padded chains (sigma 0.5 and 1.5)
+    on an image and on a volume's planes (the split chain), with flat bands
+    that put many sums near an integer; bit for bit with the CPU."""
+    host = random_array(rng, shape, dtype)
+    host[..., 300:420] = 77
+    x = cupy.asarray(host)
+    for sigma in (0.5, 1.5):
+        check("gaussian_filter", x, sigma, mode="reflect")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape, sigma, size, spacing",
-                         [((30, 40, 70), 0.5, [4, 6, 2], 3000), ((150, 300), 1.5, [12, 5], 1800)])
-def test_padded_chains_never_read_non_finite_values(shape, sigma, size, spacing, rng):
+                         [((30, 40, 70), 0.5, [4, 6, 2], 3000), ((30, 40, 70), 1.5, [12, 5, 14], 5000),
+                          ((150, 300), 1.5, [12, 5], 1800), ((150, 300), 0.5, [4, 6], 600)])
+def test_padded_chains_never_read_non_finite_values(shape, sigma, size, spacing, dtype, rng):
     """The taps a padded chain skips are never multiplied by zero: infinities
-    and NaN just beyond each pass's reach leave the outputs as the CPU's. One
-    value in about spacing / 3 is not finite: most windows hold none, and
-    about half of the padded windows one."""
-    x = random_array(rng, shape, "float32")
+    and NaN just beyond each pass's reach leave the outputs as the CPU's
+    (3-D chains in blocked_kernel and split into planes, 2-D chains padded to
+    17 and to 9 taps; sums in float and in double). One value in about
+    spacing / 3 is not finite: most windows hold none, and many of the padded
+    windows one."""
+    x = random_array(rng, shape, dtype)
     flat = x.reshape(-1)
     flat[::spacing] = np.inf
     flat[spacing // 2::spacing + 7] = -np.inf
