@@ -5,9 +5,10 @@ derivative-of-gaussian filters. Chains of these taps are padded into the
 tiles (3-D: 9 taps; 2-D: 9 or 17) or split into a pass along axis 0 and a
 stack of planes (src/cuda/fused.cu).
 
-Each point is the median of CUDA-event-timed calls after a warm-up. To
-compare two builds, run it once against each install on the same machine
-and hand the older run's JSON to the newer one with --compare:
+Each point is the median of CUDA-event-timed calls after a warm-up
+(bench_sweep's timer and random arrays). To compare two builds, run it
+once against each install on the same machine and hand the older run's
+JSON to the newer one with --compare:
 
     PYTHONPATH=OLD python benchmarks/bench_taps.py --json old.json
     python benchmarks/bench_taps.py --json new.json --compare old.json
@@ -17,30 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 
-REPEATS = 15
-
-
-def timer(cp):
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-
-    def time_ms(f):
-        f()
-        cp.cuda.Device().synchronize()
-        times = []
-        for _ in range(REPEATS):
-            start.record()
-            f()
-            stop.record()
-            stop.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, stop))
-        return sorted(times)[len(times) // 2]
-
-    return time_ms
-
-
-def random_array(cp, shape, dtype):
-    x = cp.random.default_rng(1).random(shape, dtype=cp.float32)
-    return (x * 200).astype(dtype) if dtype in ("uint8", "uint16") else x.astype(dtype)
+from bench_sweep import random_array, timer  # CUDA-event medians after a warm-up; full-range integers
 
 
 def float32_points(cp, gf, time_ms, shape, rows):

@@ -40,6 +40,11 @@ def per_axis_modes(rng, ndim):
     return [str(m) for m in rng.choice(FILTER_MODES, ndim)]
 
 
+def random_origins(rng, sizes):
+    """An origin within each window of `sizes`."""
+    return [int(rng.integers(-(s // 2), (s - 1) // 2 + 1)) for s in sizes]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES_3D + SHAPES_2D)
 def test_gaussian_filter(shape, dtype, rng):
@@ -53,7 +58,7 @@ def test_gaussian_filter(shape, dtype, rng):
 def test_uniform_filter(shape, dtype, rng):
     x = cupy.asarray(random_array(rng, shape, dtype))
     size = [int(s) for s in rng.integers(1, 10, len(shape))]
-    origin = [int(rng.integers(-(s // 2), (s - 1) // 2 + 1)) for s in size]
+    origin = random_origins(rng, size)
     check("uniform_filter", x, size, origin=origin, mode=per_axis_modes(rng, len(shape)),
           cval=float(rng.normal()), exact=False)
 
@@ -78,7 +83,7 @@ def test_three_passes_of_3_or_9_taps(shape, dtype, taps, rng):
     x = cupy.asarray(random_array(rng, shape, dtype))
     modes, cval = per_axis_modes(rng, 3), float(rng.normal())
     check("gaussian_filter", x, 1.0 if taps == 9 else 0.25, mode=modes, cval=cval)  # radius 4 or 1
-    origin = [int(rng.integers(-(taps // 2), (taps - 1) // 2 + 1)) for _ in range(3)]
+    origin = random_origins(rng, [taps] * 3)
     check("uniform_filter", x, taps, origin=origin, mode=modes, cval=cval, exact=False)
     for name in MIN_MAX:
         check(name, x, size=taps, mode=modes, cval=cval)
@@ -108,10 +113,6 @@ def test_2d_chains_of_3_9_17_taps(shape, dtype, rng):
     if dtype in ("int32", "int64"):  # keep 8 * |x| in range: scipy's overflow is its C cast's
         x //= 16
     check("sobel", x, axis=int(rng.integers(0, 2)), mode=modes, cval=cval)
-
-
-def random_origins(rng, sizes):
-    return [int(rng.integers(-(s // 2), (s - 1) // 2 + 1)) for s in sizes]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -325,20 +325,24 @@ void pad_chain(FusedArgs& a, int bucket) {
     if (p.taps) pad_pass(p, bucket);
 }
 
-// True when the kernels sum the chain in double (FusedPlan; with_accumulator).
-bool sums_in_double(const FusedPlan& plan) { return !(plan.float_sums || plan.eight_bit_float || plan.int32_chain); }
+// True for 16-bit data summed in double (with_accumulator), for which
+// plane_kernel spills already (PlaneGeometry): padded to 17 taps or run over
+// a volume's planes after its split, it costs more than the passes it saves
+// (H100, 16384^2 uint16 gaussian sigma 1.5: 2.85 ms pass by pass, 5.65
+// padded; 512^3 sigma 1.5: 2.21 pass by pass, 3.71 split). Others gain
+// (16384^2 float64 3.31 -> 3.22, float32 gaussian_laplace 6.81 -> 5.20).
+bool spills_in_plane_kernel(DType dtype, const FusedPlan& plan) {
+  return itemsize(dtype) == 2 && !(plan.float_sums || plan.eight_bit_float || plan.int32_chain);
+}
 
 // Plans a chain in axis order that plan_fused does not take into the tile
 // kernel whose taps hold it, each pass padded (pad_pass); false where none
-// does. 16-bit data summed in double is not padded to 17 taps: plane_kernel
-// spills for it already (PlaneGeometry), and more with the padding's tests
-// (H100, 16384^2 uint16 gaussian sigma 1.5: 2.85 ms pass by pass, 5.65
-// padded; float64 3.31 -> 3.22, float32 gaussian_laplace 6.81 -> 5.20).
+// does (or where it would spill: spills_in_plane_kernel).
 bool plan_padded(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
                  FusedPlan& plan) {
   if (!is_image_dtype(in.dtype) || !describe_chain(in, out, passes, cval, kMaxTaps, plan)) return false;
   const int bucket = padded_taps(in.ndim, plan.args);
-  if (bucket == 0 || (bucket == 17 && itemsize(in.dtype) == 2 && sums_in_double(plan))) return false;
+  if (bucket == 0 || (bucket == 17 && spills_in_plane_kernel(in.dtype, plan))) return false;
   pad_chain(plan.args, bucket);
   return true;
 }
@@ -554,10 +558,8 @@ bool out_of_order_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDe
 // plane of it in plane_kernel, two reads and writes of the volume instead of
 // one a pass (H100, 512^3 float32 gaussian sigma 1.5: 1.30 -> 0.92 ms;
 // chains summed in double too: float64 sigma 0.5 2.45 -> 1.54,
-// gaussian_laplace sigma 2 7.41 -> 5.48). 16-bit data summed in double
-// stays pass by pass: plane_kernel's double sums cost it more than a pass
-// saves (uint16 sigma 1.5: 2.21 -> 3.71 ms). False when no kernel here
-// takes the chain.
+// gaussian_laplace sigma 2 7.41 -> 5.48; not spills_in_plane_kernel). False
+// when no kernel here takes the chain.
 bool split_volume_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
                         const std::vector<LinePass>& passes, double cval, cudaStream_t stream) {
   if (in.ndim != 3 || passes.size() < 2 || passes[0].axis != 0) return false;
@@ -565,8 +567,7 @@ bool split_volume_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDe
   std::unique_ptr<TempBuffer> holder = backend.allocate(out.size() * itemsize(out.dtype));
   const ArrayDesc first = contiguous_like(out, out.dtype, holder->data);
   FusedPlan plan;
-  if (!plan_plane_stack(first, out, rest, cval, plan) || (itemsize(out.dtype) == 2 && sums_in_double(plan)))
-    return false;
+  if (!plan_plane_stack(first, out, rest, cval, plan) || spills_in_plane_kernel(out.dtype, plan)) return false;
   backend.line_pass(in, first, passes[0], cval);
   return dispatch_real_dtype<PlaneLauncher>(out.dtype, plan, out, stream);  // (if not, pass by pass from `in`)
 }
