@@ -3,7 +3,10 @@
 volume and a 16384^2 image of float32, gaussians of other dtypes, and the
 derivative-of-gaussian filters. Chains of these taps are padded into the
 tiles (3-D: 9 taps; 2-D: 9 or 17) or split into a pass along axis 0 and a
-stack of planes (src/cuda/fused.cu).
+stack of planes (src/cuda/fused.cu). `--volume-chains` times only the
+chains that run as stacks of planes: sigma (0, s, s), derivative orders,
+gaussian_laplace and gaussian_gradient_magnitude (fused_derivative_sum),
+and single passes along axis 0 beside them.
 
 Each point is the median of CUDA-event-timed calls after a warm-up
 (bench_sweep's timer and random arrays). To compare two builds, run it
@@ -43,6 +46,35 @@ def dtype_points(cp, gf, time_ms, shape, dtype, rows):
         rows[f"gaussian {tag} {dtype} {s}"] = time_ms(lambda: gf.gaussian_filter(x, s, output=out))
 
 
+def volume_chain_points(cp, gf, time_ms):
+    """{name: ms}: 512^3 chains over stacks of planes, and their first passes alone."""
+    rows = {}
+    x = random_array(cp, (512,) * 3, "float32")
+    out = cp.empty_like(x)
+    for f in ("gaussian_laplace", "gaussian_gradient_magnitude"):
+        for s in (0.5, 0.8, 1.0, 1.5, 2.0):
+            rows[f"{f} 512^3 {s}"] = time_ms(lambda: getattr(gf, f)(x, s, output=out))
+    for s in (0.5, 1.0, 1.2, 2.0):
+        for o in (0, 2):
+            rows[f"gaussian_filter1d axis 0 order {o} 512^3 {s}"] = time_ms(
+                lambda: gf.gaussian_filter1d(x, s, axis=0, order=o, output=out))
+    for o in ((1, 0, 0), (0, 1, 0), (0, 0, 2)):
+        rows[f"gaussian order {o} 512^3 s1"] = time_ms(lambda: gf.gaussian_filter(x, 1.0, order=o, output=out))
+    for sigma in ((0, 1.0, 1.0), (0, 2.0, 2.0), (0, 0.5, 0.5), (0, 4.0, 4.0)):
+        rows[f"gaussian 512^3 float32 {sigma}"] = time_ms(lambda: gf.gaussian_filter(x, sigma, output=out))
+    for sigma in ((0, 1.0, 1.0), (0, 2.0, 2.0)):
+        rows[f"gaussian 512^3 float32 order (0,1,0) {sigma}"] = time_ms(
+            lambda: gf.gaussian_filter(x, sigma, order=(0, 1, 0), output=out))
+    del x, out
+    for dtype in ("float64", "uint16", "int32"):
+        y = random_array(cp, (512,) * 3, dtype)
+        out = cp.empty_like(y)
+        for sigma in (0.8, 1.0, (0, 1.0, 1.0), (0, 2.0, 2.0)):
+            rows[f"gaussian 512^3 {dtype} {sigma}"] = time_ms(lambda: gf.gaussian_filter(y, sigma, output=out))
+        del y, out
+    return rows
+
+
 def points(cp, gf, time_ms):
     """{name: ms} over every point (each array freed before the next)."""
     rows = {}
@@ -59,12 +91,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", help="write every point to this JSON file")
     parser.add_argument("--compare", help="an older run's JSON: print its time, this one's and their ratio")
+    parser.add_argument("--volume-chains", action="store_true", help="only the chains over stacks of planes")
     args = parser.parse_args(argv)
 
     import cupy as cp
     from gpufilt import ndimage as gf
 
-    rows = points(cp, gf, timer(cp))
+    rows = (volume_chain_points if args.volume_chains else points)(cp, gf, timer(cp))
     old = json.load(open(args.compare))["points"] if args.compare else {}
     for name, ms in rows.items():
         line = f"{name:48s} {ms:8.3f} ms"

@@ -151,6 +151,45 @@ def test_2d_chains_padded_to_9_or_17_taps(shape, dtype, rng):
             check(name, x, size=size, origin=origin, mode=modes, cval=cval)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 45, 70), (3, 2, 1), (5, 66, 129), (2, 20, 1030)])
+def test_3d_chains_without_an_axis0_pass(shape, dtype, rng):
+    """3-D chains along axes 1 and 2 only (a stack of images each filtered
+    alone: sigma (0, s, s)) run over each plane in plane_kernel, as the
+    split chains' second part, at 3 to 17 taps (padded where no tile is built
+    for them); longer ones and the dtypes plane_kernel does not take run
+    pass by pass."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    modes, cval = per_axis_modes(rng, 3), float(rng.normal())
+    for sigma in ([0, 0.5, 0.5], [0, 1.0, 1.0], [0, 1.5, 0.8], [0, 4.0, 4.0]):
+        check("gaussian_filter", x, sigma, mode=modes, cval=cval)
+    check("gaussian_filter", x, [0, 1.0, 1.0], order=[0, 1, 0], mode=modes, cval=cval)
+    for size in ([1, 3, 3], [1, 9, 4], [1, 12, 17]):
+        origin = random_origins(rng, size)
+        check("uniform_filter", x, size, origin=origin, mode=modes, cval=cval, exact=False)
+        for name in MIN_MAX:
+            check(name, x, size=size, origin=origin, mode=modes, cval=cval)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_3d_derivative_chains_of_9_taps(dtype, rng):
+    """Chains of sigma 1 with a derivative (three passes of 9 taps summed in
+    double, which blocked_kernel does not take) run split: their pass along
+    axis 0 alone, then the planes; float32 and float64 bit for bit with the
+    CPU, which sums them in double too (float16's split is declined:
+    spills_in_plane_kernel)."""
+    x = cupy.asarray(random_array(rng, (37, 66, 128), dtype))
+    host = cupy.asnumpy(x)
+    for order in ([1, 0, 0], [0, 2, 0], [0, 0, 1], [2, 1, 0]):
+        mode = per_axis_modes(rng, 3)
+        got = cupy.asnumpy(gnd.gaussian_filter(x, 1.0, order=order, mode=mode))
+        on_cpu = gnd.gaussian_filter(host, 1.0, order=order, mode=mode)
+        if dtype == "float16":
+            assert_matches(got, on_cpu)
+        else:
+            np.testing.assert_array_equal(got, on_cpu, err_msg=str(order))
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("shape", [(200, 1024), (4, 200, 1024)])
 def test_padded_8bit_chains_from_staged_input(shape, dtype, rng):
@@ -187,6 +226,13 @@ def test_padded_chains_never_read_non_finite_values(shape, sigma, size, spacing,
     for name, args, kwargs in calls:
         got = cupy.asnumpy(getattr(gnd, name)(cupy.asarray(x), *args, mode="nearest", **kwargs))
         on_cpu = getattr(gnd, name)(x, *args, mode="nearest", **kwargs)
+        if name == "uniform_filter" and dtype == "float64":
+            # The CPU keeps scipy's running sum for float64 means, which an
+            # infinity turns to NaN for the rest of its line (inf - inf); the
+            # GPU sums each window (as cupyx): compare with window sums.
+            on_cpu = x
+            for axis, n in enumerate(size):
+                on_cpu = gnd.correlate1d(on_cpu, np.full(n, 1.0 / n), axis, mode="nearest")
         np.testing.assert_array_equal(np.isnan(got), np.isnan(on_cpu), err_msg=name)
         finite = np.isfinite(on_cpu)
         assert_matches(got[finite], on_cpu[finite])
@@ -581,3 +627,92 @@ def test_derivatives_of_smooth_float32_data_are_summed_in_double(name, rng):
     host = (np.cumsum(rng.standard_normal((24, 40, 70)), axis=2) + 3000).astype(np.float32)
     args = {"gaussian_laplace": (1.0,), "correlate1d": ([-1.0, 2.0, -1.0],)}.get(name, ())
     check(name, cupy.asarray(host), *args)
+
+
+DERIVATIVE_SUMS = ["gaussian_laplace", "gaussian_gradient_magnitude"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(37, 45, 70), (3, 2, 1), (20, 66, 129), (9, 33, 128)])
+@pytest.mark.parametrize("name", DERIVATIVE_SUMS)
+def test_derivative_sums_in_one_go(name, shape, dtype, rng):
+    """gaussian_laplace and gaussian_gradient_magnitude of float volumes
+    (fused_derivative_sum: the two first passes into temporaries, each
+    chain's planes adding to the output, squares and root included) give
+    the CPU's values to the bit: every pass summed in double and rounded,
+    the sums rounded one operation at a time, as numpy's. Sigmas of 3 to 17
+    taps on the planes, one mode or one an axis (chain k takes mode k along
+    every axis, as scipy's; chains whose shared pass differs run one by
+    one), a cval, a given output of the dtype."""
+    x = cupy.asarray(random_array(rng, shape, dtype))
+    host = cupy.asnumpy(x)
+    cases = [(0.5, "reflect"), (1.0, "nearest"), ([1.5, 0.8, 2.0], "constant"),
+             (1.0, ["wrap", "mirror", "mirror"]), (0.8, ["reflect", "nearest", "constant"])]
+    for sigma, mode in cases:
+        cval = float(rng.normal())
+        got = getattr(gnd, name)(x, sigma, mode=mode, cval=cval)
+        on_cpu = getattr(gnd, name)(host, sigma, mode=mode, cval=cval)
+        np.testing.assert_array_equal(cupy.asnumpy(got), on_cpu, err_msg=f"{sigma} {mode}")
+        assert_matches(cupy.asnumpy(got), scipy_reference(name, host, sigma, mode=mode, cval=cval))
+        out = cupy.empty_like(x)
+        assert getattr(gnd, name)(x, sigma, output=out, mode=mode, cval=cval) is out
+        np.testing.assert_array_equal(cupy.asnumpy(out), on_cpu)
+    np.testing.assert_array_equal(cupy.asnumpy(x), host, err_msg="the input was modified")
+
+
+@pytest.mark.parametrize("name", DERIVATIVE_SUMS)
+def test_derivative_sums_in_place_and_into_views(name, rng):
+    """The output may be the input itself or a view of it: every read of the
+    input is done (the two first passes) before the planes write. Outputs
+    of another dtype, truncate and radius, and long passes take their own
+    ways to the same values."""
+    host = random_array(rng, (30, 40, 50), "float32")
+    want = getattr(gnd, name)(host, 1.2)
+    x = cupy.asarray(host)
+    assert getattr(gnd, name)(x, 1.2, output=x) is x
+    np.testing.assert_array_equal(cupy.asnumpy(x), want)
+    big = cupy.asarray(random_array(rng, (30, 40, 60), "float32"))
+    view = big[:, :, 5:55]
+    view[...] = cupy.asarray(host)
+    getattr(gnd, name)(view, 1.2, output=big[:, :, 2:52])
+    np.testing.assert_array_equal(cupy.asnumpy(big[:, :, 2:52]), want)
+    wide = cupy.asarray(random_array(rng, (30, 40, 64), "float32"))  # whole rows but the last group of each
+    getattr(gnd, name)(cupy.asarray(host), 1.2, output=wide[:, :, :50])
+    np.testing.assert_array_equal(cupy.asnumpy(wide[:, :, :50]), want)
+    x = cupy.asarray(host)
+    for kwargs in ({"output": cupy.float64}, {"truncate": 2.5}, {"radius": [2, 7, 4]}, {"sigma": 3.0}):
+        kwargs = {"sigma": 1.2, **kwargs}
+        sigma = kwargs.pop("sigma")
+        got = getattr(gnd, name)(x, sigma, **kwargs)
+        np.testing.assert_array_equal(cupy.asnumpy(got), getattr(gnd, name)(host, sigma, **kwargs), err_msg=str(kwargs))
+
+
+def test_derivative_sums_taken_and_declined(rng):
+    """The CUDA binding takes the derivative sums it has kernels for (3-D
+    float32 and float64, passes of up to 17 taps along axes 1 and 2, chains
+    1 and 2 sharing their first pass) and declines the others without
+    writing: sigma 3, modes that differ along axes 1 and 2, 2-D arrays,
+    float16."""
+    from gpufilt import _dispatch
+
+    cuda = _dispatch.cuda_module()
+    stream = cupy.cuda.get_current_stream().ptr
+
+    def chains(ndim, sigma, modes, order=2):
+        return [gnd._gaussian_passes(ndim, sigma, tuple(order if a == k else 0 for a in range(ndim)), modes[k],
+                                     4.0, None, None) for k in range(ndim)]
+
+    x = cupy.asarray(random_array(rng, (10, 20, 30), "float32"))
+    for sigma, modes, square, taken in [(1.0, ["reflect"] * 3, False, True), (2.0, ["nearest"] * 3, True, True),
+                                        (3.0, ["reflect"] * 3, False, False),
+                                        (1.0, ["reflect", "nearest", "wrap"], True, False),
+                                        (1.0, ["wrap", "nearest", "nearest"], True, True)]:
+        out = cupy.full_like(x, 7.0)
+        assert cuda.derivative_sum(x, out, chains(3, sigma, modes, 1 if square else 2), 0.0, square, stream) is taken
+        name = "gaussian_gradient_magnitude" if square else "gaussian_laplace"
+        want = getattr(gnd, name)(cupy.asnumpy(x), sigma, mode=modes)
+        np.testing.assert_array_equal(cupy.asnumpy(out), want if taken else np.full(x.shape, 7.0, np.float32))
+    for y in (x[0], x.astype(cupy.float16)):
+        out = cupy.full_like(y, 7.0)
+        assert not cuda.derivative_sum(y, out, chains(y.ndim, 1.0, ["reflect"] * 3), 0.0, False, stream)
+        assert bool((out == 7).all())

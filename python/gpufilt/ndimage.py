@@ -1222,11 +1222,47 @@ def gaussian_laplace(input: ArrayLike, sigma: float | Sequence[float], output: O
     src = _filter_input(input)
     sigmas = _sigma_per_axis(src.ndim, _args.check_axes(axes, src.ndim), sigma)
 
+    in_one_go = _derivative_sum_in_one_go(src, sigmas, 2, output, mode, cval, axes, stream, kwargs)
+    if in_one_go is not None:
+        return in_one_go
+
     def derivative2(x, axis, out, mode, cval):
         order = [0] * src.ndim
         order[axis] = 2
         return gaussian_filter(x, sigmas, order, out, mode, cval, stream=stream, **kwargs)
     return _sum_over_axes(src.obj, derivative2, output, mode, cval, axes, False, stream, writes_into=True)
+
+
+def _derivative_sum_in_one_go(src, sigma, order, output, mode, cval, axes, stream, kwargs):
+    """gaussian_laplace (order 2) or gaussian_gradient_magnitude (order 1)
+    of a whole 3-D float32 or float64 array by the backend's derivative_sum
+    (the CUDA backend's fused_derivative_sum): the values of the chains and
+    sums of _sum_over_axes, with the pass along axis 0 that two chains share
+    run once and the sums done as the chains store. None when it does not
+    take the case (nothing written): arrays on the CPU among them, whose
+    backend has no such kernels (its chains sweep their passes at once)."""
+    if (src.device == "cpu" or axes is not None or src.ndim != 3 or src.dtype not in (np.float32, np.float64)
+            or not set(kwargs) <= {"truncate", "radius"}):
+        return None
+    if output is not None and (_is_dtype_like(output) or output_dtype_of(output) != src.dtype):
+        return None
+    modes = _args.normalize_sequence(mode, 3, "mode")
+    for m in modes:  # checked in _sum_over_axes's order: modes, cval, then sigma
+        _args.mode_code(m)
+    _args.check_cval(cval, src.dtype)
+    chains = []
+    for axis, axis_mode in enumerate(modes):  # scipy's: chain k in mode[k] along every axis
+        orders = [0, 0, 0]
+        orders[axis] = order
+        chains.append(_gaussian_passes(3, sigma, tuple(orders), axis_mode, kwargs.get("truncate", 4.0),
+                                       kwargs.get("radius"), None))
+    if any(len(chain) != 3 for chain in chains):  # a sigma of 0 leaves an axis out
+        return None
+    module, stream = _dispatch._backend(src, stream)
+    out, result = _dispatch.resolve_output(output, src, src.dtype)
+    if not module.derivative_sum(src.obj, out, chains, float(cval), order == 1, stream):
+        return None
+    return _dispatch.hand_back(out, src) if result is None else result
 
 
 @_docs.filter_doc(
@@ -1253,6 +1289,9 @@ def gaussian_gradient_magnitude(input: ArrayLike, sigma: float | Sequence[float]
         return _on_cpu_threads(threads, gaussian_gradient_magnitude, input, sigma, output, mode, cval,
                                axes=axes, stream=stream, **kwargs)
     src = _filter_input(input)
+    in_one_go = _derivative_sum_in_one_go(src, sigma, 1, output, mode, cval, axes, stream, kwargs)
+    if in_one_go is not None:
+        return in_one_go
 
     def derivative(x, axis, out, mode, cval):
         order = [0] * src.ndim

@@ -132,6 +132,20 @@ void register_kernels(py::module_& m) {
      "scipy's laplace (real input, output of its dtype, every axis) in one pass when the backend has a "
      "kernel for the case; False (nothing written) otherwise.");
 
+  m.def("derivative_sum", [](py::handle input, py::handle output, const py::sequence& chains, double cval,
+                             bool square, intptr_t stream) {
+    std::vector<std::vector<LinePass>> parsed;
+    for (py::handle chain : chains) parsed.push_back(parse_passes(chain.cast<py::sequence>()));
+    Policy policy(stream);
+    InputOutput io(input, output, policy);
+    if (!same_shape(io.in.desc, io.out.desc)) throw py::value_error("output shape does not match input shape");
+    ReleaseGilFor<Policy> nogil(io.in.desc, 3 * (int64_t)parsed.size());
+    return policy.backend().fused_derivative_sum(io.in.desc, io.out.desc, std::move(parsed), cval, square);
+  }, py::arg("input"), py::arg("output"), py::arg("chains"), py::arg("cval"), py::arg("square"),
+     py::arg("stream"),
+     "gaussian_laplace (square=False) or gaussian_gradient_magnitude from their chains of passes, one a axis, "
+     "in one go when the backend has kernels for the case; False (nothing written) otherwise.");
+
   m.def("footprint", [](py::handle input, py::object output, const py::tuple& spec, double cval,
                         double cval_imag, intptr_t stream) {
     Footprint filter = parse_footprint(spec);

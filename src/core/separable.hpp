@@ -120,6 +120,17 @@ class LineBackend {
                              double cval) {
     return false;
   }
+  // The sum over the axes of chains[k] (one chain a axis, each a pass along
+  // every axis in axis order, chains 1 and 2 sharing their pass along axis
+  // 0: gaussian_laplace), each chain's result squared first and the sum
+  // square-rooted when `square` (gaussian_gradient_magnitude), as
+  // generic_laplace and generic_gradient_magnitude compute it from the
+  // chains' results in the output dtype, in one go when the backend has
+  // kernels for the case; false (nothing written) leaves it to the caller.
+  virtual bool fused_derivative_sum(const ArrayDesc& in, const ArrayDesc& out,
+                                    std::vector<std::vector<LinePass>> chains, double cval, bool square) {
+    return false;
+  }
   // out = filter(in); real dtypes; `in` and `out` never overlap.
   virtual void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                               double cval) = 0;

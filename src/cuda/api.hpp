@@ -39,6 +39,8 @@ class CudaBackend final : public LineBackend {
                    double cval) override;
   bool fused_laplace(const ArrayDesc& in, const ArrayDesc& out, const std::vector<Mode>& modes,
                      double cval) override;
+  bool fused_derivative_sum(const ArrayDesc& in, const ArrayDesc& out, std::vector<std::vector<LinePass>> chains,
+                            double cval, bool square) override;
   void footprint_pass(const ArrayDesc& in, const ArrayDesc& out, const Footprint& filter,
                       double cval) override;
   void elementwise(Elementwise op, const ArrayDesc& a, const ArrayDesc& b, const ArrayDesc& out) override;

@@ -477,11 +477,16 @@ bool in_axis_order(const std::vector<LinePass>& passes) {
   return true;
 }
 
+// Runs a planned chain (plan_fused) with the tile kernel made for it; false
+// where only fused_kernel takes it (launch_planned).
+bool launch_tiled(const FusedPlan& plan, const ArrayDesc& in, const ArrayDesc& out, cudaStream_t stream) {
+  if (in.ndim == 2 && dispatch_real_dtype<PlaneLauncher>(in.dtype, plan, out, stream)) return true;
+  return dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, out, stream);
+}
+
 // Runs a planned chain (plan_fused) with the kernel made for it.
 void launch_planned(const FusedPlan& plan, const ArrayDesc& in, const ArrayDesc& out, cudaStream_t stream) {
-  if (in.ndim == 2 && dispatch_real_dtype<PlaneLauncher>(in.dtype, plan, out, stream)) return;
-  if (!dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, out, stream))
-    dispatch_real_dtype<FusedLauncher>(in.dtype, plan, stream);
+  if (!launch_tiled(plan, in, out, stream)) dispatch_real_dtype<FusedLauncher>(in.dtype, plan, stream);
 }
 
 // Plans `passes` in axis order where that gives the same results: 8-bit and
@@ -572,6 +577,16 @@ bool split_volume_chain(CudaBackend& backend, const ArrayDesc& in, const ArrayDe
   return dispatch_real_dtype<PlaneLauncher>(out.dtype, plan, out, stream);  // (if not, pass by pass from `in`)
 }
 
+// A 3-D chain along axes 1 and 2 only (a gaussian of sigma (0, s, s): a
+// stack of images filtered one by one) over each plane in plane_kernel.
+// False when plane_kernel does not take it.
+bool plane_stack_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes, double cval,
+                       cudaStream_t stream) {
+  FusedPlan plan;
+  return plan_plane_stack(in, out, passes, cval, plan) && !spills_in_plane_kernel(in.dtype, plan) &&
+         dispatch_real_dtype<PlaneLauncher>(in.dtype, plan, out, stream);
+}
+
 }  // namespace
 
 bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vector<LinePass>& passes,
@@ -584,8 +599,16 @@ bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const s
     return dispatch_real_dtype<LongPassLauncher>(in.dtype, plan, (int)(pass - plan.args.pass), out, stream);
   }
   if (!in_axis_order(passes)) return out_of_order_chain(*this, in, out, passes, cval, stream);
+  if (in.ndim == 3 && passes.size() == 2 && passes[0].axis != 0 && plane_stack_chain(in, out, passes, cval, stream))
+    return true;
   if (plan_fused(in, out, passes, cval, plan)) {
-    launch_planned(plan, in, out, stream);
+    // 3-D chains of 9 taps that blocked_kernel does not take (summed in
+    // double: derivative chains, float64) run split where that takes them:
+    // fused_kernel's ring of nine planes of doubles leaves it small tiles.
+    if (launch_tiled(plan, in, out, stream) ||
+        (shared_taps(plan.args) == 9 && split_volume_chain(*this, in, out, passes, cval, stream)))
+      return true;
+    dispatch_real_dtype<FusedLauncher>(in.dtype, plan, stream);
     return true;
   }
   // Padded chains take only the kernels that skip the padding (a launcher
@@ -595,6 +618,88 @@ bool CudaBackend::fused_chain(const ArrayDesc& in, const ArrayDesc& out, const s
                     : dispatch_real_dtype<BlockedLauncher>(in.dtype, plan, out, stream)))
     return true;
   return split_volume_chain(*this, in, out, passes, cval, stream);
+}
+
+namespace {
+
+// A correlation along `axis` whose window lies around each output (run_separable's rule).
+bool correlation_along(const LinePass& p, int axis) {
+  const int64_t taps = p.taps();
+  return p.axis == axis && p.kind == LineKind::Correlate && taps >= 1 && p.origin >= -(taps / 2) &&
+         p.origin <= (taps - 1) / 2;
+}
+
+bool same_pass(const LinePass& a, const LinePass& b) {
+  return a.axis == b.axis && a.kind == b.kind && a.weights == b.weights && a.origin == b.origin && a.mode == b.mode;
+}
+
+// True when `chains` are a derivative sum's that fused_derivative_sum takes:
+// a 3-D float32 or float64 array into an output of its dtype, one chain an
+// axis, each a correlation along every axis in axis order, chains 1 and 2
+// sharing their pass along axis 0. Marks every pass in_derivative_chain
+// (summed in double, as run_separable would).
+bool derivative_chains_share_first_pass(const ArrayDesc& in, const ArrayDesc& out,
+                                        std::vector<std::vector<LinePass>>& chains) {
+  if (in.ndim != 3 || chains.size() != 3 || in.dtype != out.dtype || !same_shape(in, out) || in.size() == 0 ||
+      (in.dtype != DType::Float32 && in.dtype != DType::Float64))
+    return false;
+  for (std::vector<LinePass>& chain : chains) {
+    if (chain.size() != 3) return false;
+    for (int d = 0; d < 3; ++d)
+      if (!correlation_along(chain[d], d)) return false;
+  }
+  if (!same_pass(chains[1][0], chains[2][0])) return false;
+  for (std::vector<LinePass>& chain : chains)
+    for (LinePass& pass : chain) pass.in_derivative_chain = true;
+  return true;
+}
+
+// fused_derivative_sum in plane_kernel (see there); false (nothing written)
+// where it does not take the chains.
+bool derivative_sum_in_plane_kernel(CudaBackend& backend, const ArrayDesc& in, const ArrayDesc& out,
+                                    const std::vector<std::vector<LinePass>>& chains, double cval, bool square,
+                                    cudaStream_t stream) {
+  for (const std::vector<LinePass>& chain : chains)  // (before allocating: sigma above 2 is declined here)
+    if (chain[1].taps() > kMaxTaps || chain[2].taps() > kMaxTaps) return false;
+  const int64_t bytes = out.size() * itemsize(out.dtype);
+  std::unique_ptr<TempBuffer> derivative_holder = backend.allocate(bytes), smoothed_holder = backend.allocate(bytes);
+  const ArrayDesc derivative = contiguous_like(out, out.dtype, derivative_holder->data);
+  const ArrayDesc smoothed = contiguous_like(out, out.dtype, smoothed_holder->data);
+  const Combine first = square ? Combine::Square : Combine::Store, later = square ? Combine::SquareAdd : Combine::Add;
+  const Combine last = square ? Combine::SquareAddRoot : Combine::Add;
+  FusedPlan plans[3];
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<LinePass> rest(chains[k].begin() + 1, chains[k].end());
+    if (!plan_plane_stack(k == 0 ? derivative : smoothed, out, rest, cval, plans[k])) return false;
+    plans[k].args.combine = k == 0 ? first : k == 1 ? later : last;
+  }
+  backend.line_pass(in, derivative, chains[0][0], cval);  // every read of `in` first: `out` may be it
+  backend.line_pass(in, smoothed, chains[1][0], cval);
+  for (const FusedPlan& plan : plans)  // (planned above: plane_kernel takes them)
+    if (!dispatch_real_dtype<PlaneLauncher>(out.dtype, plan, out, stream))
+      throw std::logic_error("fused_derivative_sum: a planned stack of planes was declined");
+  return true;
+}
+
+}  // namespace
+
+// 3-D float32 and float64 volumes: chain k's pass along axis 0 (the
+// derivative's for k = 0, the smoothing's shared by chains 1 and 2) into
+// two temporaries, each in a long-pass kernel, then each chain's passes
+// along axes 1 and 2 over the planes of its temporary in plane_kernel, the
+// first storing its result, the others adding theirs to the output
+// (Combine), squares and root included. Two reads of the volume and two
+// writes for the first passes, then a read and a write a chain (and a read
+// of the output for the sums), where chain by chain with the sums after
+// them takes twelve and six more; the same values (each pass summed in
+// double, rounded to the dtype; numpy's arithmetic for the sums). False for
+// chains that plane_kernel does not take (more than 17 taps along axis 1 or
+// 2: sigma above 2). (The CPU's chains sweep their three passes at once:
+// sharing the first pass there, without the fused sums, took longer.)
+bool CudaBackend::fused_derivative_sum(const ArrayDesc& in, const ArrayDesc& out,
+                                       std::vector<std::vector<LinePass>> chains, double cval, bool square) {
+  return derivative_chains_share_first_pass(in, out, chains) &&
+         derivative_sum_in_plane_kernel(*this, in, out, chains, cval, square, as_stream(stream_));
 }
 
 }  // namespace gpufilt::cuda

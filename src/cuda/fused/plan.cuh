@@ -50,6 +50,13 @@ struct FusedPass {
   int32_t pair_sign_i = 1;
 };
 
+// How plane_kernel puts its results into the output: stored, or first
+// squared and / or added to what the output holds, the sum square-rooted
+// last: the sums of gaussian_laplace and gaussian_gradient_magnitude
+// (fused_derivative_sum), in the output dtype with numpy's arithmetic, each
+// operation rounded (store_combined).
+enum class Combine : uint8_t { Store, Square, Add, SquareAdd, SquareAddRoot };
+
 struct FusedArgs {
   const char* in;
   char* out;
@@ -59,6 +66,7 @@ struct FusedArgs {
   int tile_y, tile_x, halo_y, halo_x;  // halo_*: tile plus taps - 1
   int planes_per_block;
   bool run_stores;  // plane_kernel: kQuad outputs of a row go out in one aligned store
+  Combine combine = Combine::Store;  // plane_kernel only
 };
 static_assert(sizeof(FusedArgs) <= 4096, "fused arguments must stay a small parameter block");
 

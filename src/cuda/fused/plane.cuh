@@ -225,8 +225,8 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 #pragma unroll
         for (int i = 0; i < Q; ++i) results[i] = v[i];
       }
-      store_results<T>(out + y * a.out_step[0] + x * a.out_step[2], results, a.out_step[2], a.n[2] - x,
-                       a.run_stores);
+      store_combined<T>(a.combine, out + y * a.out_step[0] + x * a.out_step[2], results, a.out_step[2],
+                        a.n[2] - x, a.run_stores);
     }
   });
 }

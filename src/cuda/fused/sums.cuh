@@ -562,4 +562,47 @@ __device__ __forceinline__ void store_results(char* p, const Acc (&results)[Q], 
   store_run(p, out, step, remaining, whole);
 }
 
+// a op b in float32 or float64, rounded whatever follows: nvcc would fuse
+// a square and the add after it into one multiply-add (numpy rounds the
+// square first).
+template <DType T>
+__device__ __forceinline__ typename storage<T>::type rounded_op(Elementwise op, typename storage<T>::type a,
+                                                                typename storage<T>::type b) {
+  static_assert(T == DType::Float32 || T == DType::Float64, "store_combined's dtypes");
+  if constexpr (T == DType::Float32)
+    return op == Elementwise::Add ? __fadd_rn(a, b) : op == Elementwise::Multiply ? __fmul_rn(a, b) : __fsqrt_rn(a);
+  else
+    return op == Elementwise::Add ? __dadd_rn(a, b) : op == Elementwise::Multiply ? __dmul_rn(a, b) : __dsqrt_rn(a);
+}
+
+// store_results, the results combined with what the output holds first
+// (Combine): as numpy's square, add and sqrt of the stored results would.
+// Built for the chains fused_derivative_sum takes only (float32 and float64
+// summed in double): the other kernels are as they were.
+template <DType T, int Q, class Acc>
+__device__ __forceinline__ void store_combined(Combine combine, char* p, const Acc (&results)[Q], int64_t step,
+                                               int64_t remaining, bool whole) {
+  if constexpr (!((T == DType::Float32 || T == DType::Float64) && std::is_same_v<Acc, double>)) {
+    store_results<T>(p, results, step, remaining, whole);
+  } else {
+    if (combine == Combine::Store) return store_results<T>(p, results, step, remaining, whole);
+    using S = typename storage<T>::type;
+    Run<S, Q> before{}, out;
+    if (combine != Combine::Square) {
+      if (whole && remaining >= Q) before = *reinterpret_cast<const Run<S, Q>*>(p);
+      else
+        for (int i = 0; i < Q && i < remaining; ++i) before.v[i] = *reinterpret_cast<const S*>(p + i * step);
+    }
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+      S r = storage_of<T>(results[i]);
+      if (combine != Combine::Add) r = rounded_op<T>(Elementwise::Multiply, r, r);
+      if (combine != Combine::Square) r = rounded_op<T>(Elementwise::Add, before.v[i], r);
+      if (combine == Combine::SquareAddRoot) r = rounded_op<T>(Elementwise::Sqrt, r, r);
+      out.v[i] = r;
+    }
+    store_run(p, out, step, remaining, whole);
+  }
+}
+
 }  // namespace gpufilt::cuda::fused
