@@ -143,7 +143,7 @@ void register_kernels(py::module_& m) {
     return policy.backend().fused_derivative_sum(io.in.desc, io.out.desc, std::move(parsed), cval, square);
   }, py::arg("input"), py::arg("output"), py::arg("chains"), py::arg("cval"), py::arg("square"),
      py::arg("stream"),
-     "gaussian_laplace (square=False) or gaussian_gradient_magnitude from their chains of passes, one a axis, "
+     "gaussian_laplace (square=False) or gaussian_gradient_magnitude from their chains of passes, one per axis, "
      "in one go when the backend has kernels for the case; False (nothing written) otherwise.");
 
   m.def("footprint", [](py::handle input, py::object output, const py::tuple& spec, double cval,

@@ -120,7 +120,7 @@ class LineBackend {
                              double cval) {
     return false;
   }
-  // The sum over the axes of chains[k] (one chain a axis, each a pass along
+  // The sum over the axes of chains[k] (one chain per axis, each a pass along
   // every axis in axis order, chains 1 and 2 sharing their pass along axis
   // 0: gaussian_laplace), each chain's result squared first and the sum
   // square-rooted when `square` (gaussian_gradient_magnitude), as

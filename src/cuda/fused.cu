@@ -634,7 +634,7 @@ bool same_pass(const LinePass& a, const LinePass& b) {
 }
 
 // True when `chains` are a derivative sum's that fused_derivative_sum takes:
-// a 3-D float32 or float64 array into an output of its dtype, one chain an
+// a 3-D float32 or float64 array into an output of its dtype, one chain per
 // axis, each a correlation along every axis in axis order, chains 1 and 2
 // sharing their pass along axis 0. Marks every pass in_derivative_chain
 // (summed in double, as run_separable would).
@@ -683,19 +683,19 @@ bool derivative_sum_in_plane_kernel(CudaBackend& backend, const ArrayDesc& in, c
 
 }  // namespace
 
-// 3-D float32 and float64 volumes: chain k's pass along axis 0 (the
-// derivative's for k = 0, the smoothing's shared by chains 1 and 2) into
-// two temporaries, each in a long-pass kernel, then each chain's passes
+// 3-D float32 and float64 volumes: chain 0's pass along axis 0 (the
+// derivative) and the smoothing pass along it that chains 1 and 2 share,
+// each once (line_pass), into two temporaries; then each chain's passes
 // along axes 1 and 2 over the planes of its temporary in plane_kernel, the
 // first storing its result, the others adding theirs to the output
-// (Combine), squares and root included. Two reads of the volume and two
-// writes for the first passes, then a read and a write a chain (and a read
-// of the output for the sums), where chain by chain with the sums after
-// them takes twelve and six more; the same values (each pass summed in
-// double, rounded to the dtype; numpy's arithmetic for the sums). False for
-// chains that plane_kernel does not take (more than 17 taps along axis 1 or
-// 2: sigma above 2). (The CPU's chains sweep their three passes at once:
-// sharing the first pass there, without the fused sums, took longer.)
+// (Combine), squares and root included. The same values as chain by chain
+// with the sums after them (each pass summed in double and rounded to the
+// dtype; numpy's arithmetic for the sums), without the third first pass,
+// the temporaries of the chains' results and the elementwise passes over
+// them. False for chains that plane_kernel does not take (more than 17
+// taps along axis 1 or 2: sigma above 2). (The CPU's chains sweep their
+// three passes at once: sharing the first pass there, without the fused
+// sums, took longer.)
 bool CudaBackend::fused_derivative_sum(const ArrayDesc& in, const ArrayDesc& out,
                                        std::vector<std::vector<LinePass>> chains, double cval, bool square) {
   return derivative_chains_share_first_pass(in, out, chains) &&
