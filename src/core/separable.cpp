@@ -129,7 +129,7 @@ void check_pass(const ArrayDesc& a, const LinePass& pass) {
                             std::to_string(a.ndim) + " dimensions");
   int64_t taps = pass.taps();
   if (taps < 1) throw std::invalid_argument("filter size must be at least 1");
-  if (pass.origin < -(taps / 2) || pass.origin > (taps - 1) / 2)
+  if (!pass.origin_in_window())
     throw std::invalid_argument("invalid origin " + std::to_string(pass.origin) +
                                 "; origin must satisfy -(size // 2) <= origin <= (size - 1) // 2");
 }

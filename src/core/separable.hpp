@@ -27,6 +27,8 @@ struct LinePass {
   // Taps left of the centre: output[i] reads input[i - left() .. i - left() + taps() - 1].
   int64_t taps() const { return kind == LineKind::Correlate ? (int64_t)weights.size() : size; }
   int64_t left() const { return taps() / 2 + origin; }
+  // True when the origin keeps the window over its output: -(taps / 2) <= origin <= (taps - 1) / 2.
+  bool origin_in_window() const { return origin >= -(taps() / 2) && origin <= (taps() - 1) / 2; }
   // Correlate: +1 for symmetric, -1 for antisymmetric odd-length weights, else 0.
   int symmetry() const;
   // True for a correlation with a negative weight (a derivative), and for

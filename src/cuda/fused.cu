@@ -624,9 +624,7 @@ namespace {
 
 // A correlation along `axis` whose window lies around each output (run_separable's rule).
 bool correlation_along(const LinePass& p, int axis) {
-  const int64_t taps = p.taps();
-  return p.axis == axis && p.kind == LineKind::Correlate && taps >= 1 && p.origin >= -(taps / 2) &&
-         p.origin <= (taps - 1) / 2;
+  return p.axis == axis && p.kind == LineKind::Correlate && p.taps() >= 1 && p.origin_in_window();
 }
 
 bool same_pass(const LinePass& a, const LinePass& b) {
