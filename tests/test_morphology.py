@@ -141,6 +141,48 @@ def test_nonflat_float32_terms_between_floats_as_scipy(name, rng, cpu_isa):
                  (heights, mode))
 
 
+def _nonflat_outputs_written_directly(xp, name, rng):
+    """Non-flat results the kernels write as they are (float64 outputs, and
+    float32 ones of float32 data) go into the caller's output array, or into
+    a temporary and then into it (views, other layouts), or into the input
+    itself; each as scipy's, the output returned. A wrong shape is scipy's
+    error and writes nothing."""
+    heights = rng.integers(-9, 9, (3, 3)).astype(float) + 0.5
+    for dtype, out_dtype in (("float32", "float32"), ("float32", "float64"), ("int16", "float64"),
+                             ("float64", "float64")):
+        image = rng.standard_normal((13, 17)).astype(dtype) * 50
+        expected = getattr(snd, name)(image, structure=heights, output=np.dtype(out_dtype))
+        for layout in ("C", "F", "view"):
+            shape, order = ((13, 34), "C") if layout == "view" else ((13, 17), layout)
+            target = xp.full(shape, 7, out_dtype, order=order)
+            out = target[:, ::2] if layout == "view" else target
+            assert getattr(gnd, name)(xp.asarray(image), structure=heights, output=out) is out
+            same(np.asarray(out.get() if xp is not np else out), expected, (dtype, out_dtype, layout))
+            if layout == "view":
+                assert (target[:, 1::2] == 7).all()
+        if dtype == out_dtype:
+            data = xp.asarray(image)
+            assert getattr(gnd, name)(data, structure=heights, output=data) is data
+            same(np.asarray(data.get() if xp is not np else data), expected, (dtype, "in place"))
+    image = xp.asarray(rng.standard_normal((13, 17)).astype(np.float32))
+    wrong = xp.full((13, 16), 7, np.float32)
+    with pytest.raises(RuntimeError, match="output shape"):
+        getattr(gnd, name)(image, structure=heights, output=wrong)
+    assert (wrong == 7).all()
+
+
+@pytest.mark.parametrize("name", ["grey_erosion", "grey_dilation"])
+def test_nonflat_results_written_into_output_arrays(name, rng):
+    _nonflat_outputs_written_directly(np, name, rng)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("name", ["grey_erosion", "grey_dilation"])
+def test_nonflat_results_written_into_cupy_output_arrays(name, rng):
+    _nonflat_outputs_written_directly(pytest.importorskip("cupy"), name, rng)
+
+
 @pytest.mark.parametrize("name", GREY)
 def test_nonflat_edge_inputs_as_scipy(name):
     """0-d and empty inputs give scipy's results; a complex output raises
@@ -599,6 +641,74 @@ def test_binary_elements_beyond_the_step_kernel_take_the_filters(case, rng):
         for iterations in (1, 2):
             same(getattr(gnd, name)(cupy.asarray(image), structure, iterations=iterations).get(),
                  getattr(snd, name)(image, structure, iterations=iterations))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("seed", range(6))
+def test_full_boxes_take_the_box_kernel_as_scipy(seed):
+    """Full boxes of more than 9 elements (the box kernel): lengths 1 to 40
+    along each axis with origins, 1-4 dimensions, rows of whole 16-byte
+    vectors and not, rows shorter and longer than a block's run, 0/nonzero
+    inputs of several dtypes and layouts (unaligned views too), border
+    values, masks and 1-3 steps; scipy's bytes."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(300 + seed)
+    for _ in range(10):
+        ndim = int(rng.integers(1, 5))
+        shape = [int(n) for n in rng.integers(1, 40 if ndim < 3 else 14, ndim)]
+        shape[-1] = int(rng.choice([shape[-1], 16, 48, 5000 if ndim == 1 else 64]))
+        box = [int(n) for n in rng.integers(1, 41 if ndim < 3 else 9, ndim)]
+        box[int(rng.integers(ndim))] = max(box[0], 10)  # (more than 9 elements)
+        structure = np.ones(box, bool)
+        origin = [int(rng.integers(-(n // 2), (n - 1) // 2 + 1)) for n in box]
+        dtype = rng.choice(["bool", "uint8", "int8", "float32"])
+        image = ((rng.random(shape) < rng.uniform(0.5, 0.99)) * rng.integers(1, 4, shape)).astype(dtype)
+        kwargs = dict(structure=structure, border_value=int(rng.integers(0, 2)), origin=origin,
+                      iterations=int(rng.choice([1, 1, 2, 3])),
+                      mask=None if rng.random() < 0.6 else rng.random(shape) < 0.8)
+        layout = int(rng.integers(0, 3))
+        data = _on_cupy(cupy, image, layout)
+        if layout == 1:  # an unaligned C-contiguous view
+            data = cupy.concatenate([cupy.zeros(1, image.dtype), cupy.asarray(image).ravel()])[1:].reshape(shape)
+        gpu_kwargs = {**kwargs, "mask": _on_cupy(cupy, kwargs["mask"])}
+        for name in ("binary_erosion", "binary_dilation"):
+            same(getattr(gnd, name)(data, **gpu_kwargs).get(), getattr(snd, name)(image, **kwargs),
+                 (name, shape, box, origin, dtype, layout, kwargs["border_value"], kwargs["iterations"]))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_binary_box_binding_refuses_what_it_cannot_run():
+    """_cuda.binary_box, called directly: a ValueError naming the argument
+    for wrong dtypes, layouts, shapes, overlaps and boxes; nothing written."""
+    cupy = pytest.importorskip("cupy")
+    from gpufilt import _dispatch
+    cuda = _dispatch.cuda_module()
+    image = cupy.ones((8, 9), bool)
+    out, scratch = cupy.zeros((8, 9), bool), cupy.zeros((8, 9), bool)
+    stream = cupy.cuda.get_current_stream().ptr
+
+    def run(source=image, a=out, b=scratch, lo=(-1, -2), hi=(1, 2)):
+        cuda.binary_box(source, a, b, list(lo), list(hi), False, False, stream)
+
+    for kwargs, match in [({"source": image.astype(np.int16)}, "source must be a C-contiguous"),
+                          ({"source": cupy.ones((9, 8), bool).T}, "source must be a C-contiguous"),
+                          ({"a": cupy.zeros((8, 10), bool)[:, :9]}, "out must be a C-contiguous"),
+                          ({"b": cupy.zeros((8, 9), np.int32)}, "scratch must be a C-contiguous"),
+                          ({"a": image}, "must not share memory"),
+                          ({"b": out}, "must not share memory"),
+                          ({"b": None}, "scratch may be None for a box of one pass only"),
+                          ({"lo": (-1,)}, "one value per axis"),
+                          ({"lo": (1, -2)}, "lo <= 0 <= hi"),
+                          ({"hi": (1, 300)}, "at most 255 elements"),
+                          ({"lo": (0, 0), "hi": (0, 0)}, "longer than 1")]:
+        with pytest.raises(ValueError, match=match):
+            run(**kwargs)
+    cupy.cuda.get_current_stream().synchronize()
+    assert not out.any() and not scratch.any()
+    run(b=None, lo=(0, -2), hi=(0, 2))
+    same(out.get(), snd.binary_erosion(np.ones((8, 9), bool), np.ones((1, 5), bool), border_value=0))
 
 
 @pytest.mark.cuda

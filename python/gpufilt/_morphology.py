@@ -10,6 +10,7 @@ the input's own library (numpy or cupy); the results are scipy's.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import operator
 from typing import Any
@@ -140,12 +141,22 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
         return _store(xp.zeros(x.shape, np.float64), x, output, xp)
     if x.ndim and x.dtype != np.float16 and (xp is np or len(taps) <= _dispatch.cuda_module().nonflat_max_taps):
         signed = np.array([-heights[t] if erosion else heights[t] for t in taps])
-        # float32 in and out: the kernel writes float32 (a double's C conversion is its cast).
-        direct = x.dtype == np.float32 and (output is None or _is_dtype(output) and np.dtype(output) == x.dtype)
-        arguments = (x, taps, signed, widths, axes, pad_mode, cval, erosion, np.float32 if direct else np.float64)
-        result = _nonflat_padded(xp, *arguments) if threads is None or xp is not np else \
-            ndimage._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
-        return result if direct else _store(result, x, output, xp)
+        wanted = x.dtype if output is None else np.dtype(output if _is_dtype(output) else output.dtype)
+        # The kernels' results need no conversion into float64, nor into float32 from float32 (a
+        # double's C conversion to float is its cast): they write those, into the caller's output
+        # where they can (H200, 8192^2 float32, 3x3: the float64 temporary and its conversion made
+        # this cost cupyx's time).
+        if not (wanted == np.float64 or wanted == x.dtype == np.float32):
+            result = _nonflat_on(xp, threads, x, taps, signed, widths, axes, pad_mode, cval, erosion, np.float64)
+            return _store(result, x, output, xp)
+        if output is not None and not _is_dtype(output) and tuple(output.shape) != tuple(x.shape):
+            raise ArgumentError("output shape not correct")
+        into = output if _kernel_writes_into(xp, output, wanted) else None
+        result = _nonflat_on(xp, threads, x, taps, signed, widths, axes, pad_mode, cval, erosion, wanted, into)
+        if output is None or _is_dtype(output) or result is output:
+            return result
+        output[...] = result
+        return output
     # scipy reads a bool's byte as a number (its own results store bytes other than 0 and 1).
     values = (x.view(np.uint8) if x.dtype == np.bool_ else x).astype(np.float64)
     kwargs = {}
@@ -167,11 +178,28 @@ def _nonflat(input, footprint, structure, output, mode, cval, origin, axes, eros
     return _store(result, x, output, xp)
 
 
-def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, dtype=np.float64):
+def _kernel_writes_into(xp, output, dtype):
+    """True when the non-flat kernels can write their `dtype` results into
+    `output` as it is: a C-contiguous array of `xp` of that dtype (its
+    shape checked by the caller)."""
+    return isinstance(output, xp.ndarray) and output.dtype == dtype and output.flags.c_contiguous \
+        and getattr(output.flags, "writeable", True)
+
+
+def _nonflat_on(xp, threads, *arguments):
+    """_nonflat_padded, on `threads` CPU threads where asked (numpy input)."""
+    if threads is None or xp is not np:
+        return _nonflat_padded(xp, *arguments)
+    return _ndimage()._on_cpu_threads(threads, _nonflat_padded, np, *arguments)
+
+
+def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, dtype, out=None):
     """_nonflat's terms for a numpy or cupy input (at least 1-d): the input
     padded in its own dtype (a temporary), each tap's offset into it, and
-    one pass of the C++ or CUDA kernel; float64 results (float32 when asked,
-    for float32 input)."""
+    one pass of the C++ or CUDA kernel; `dtype` results (float64, or float32
+    for float32 input), into `out` where given (a C-contiguous array of
+    that dtype and the input's shape; the kernels read only the padded
+    copy, so it may be the input)."""
     values = x.view(np.uint8) if x.dtype == np.bool_ else x  # a bool's byte, as scipy reads it
     if pad_mode == "constant":
         padded = _padded_with(xp, values, widths, _c_convert(np.array(float(cval)), values.dtype, np)[()])
@@ -179,7 +207,7 @@ def _nonflat_padded(xp, x, taps, signed, widths, axes, pad_mode, cval, erosion, 
         padded = xp.ascontiguousarray(_dispatch.pad(xp, values, widths, pad_mode))
     steps = [stride // padded.itemsize for stride in padded.strides]
     offsets = np.array([sum(int(j) * steps[ax] for ax, j in zip(axes, tap)) for tap in taps], np.int64)
-    out = xp.empty(x.shape, dtype)
+    out = xp.empty(x.shape, dtype) if out is None else out
     heights = _c_convert(signed, values.dtype, np)  # on the host: the kernels take them as parameters
     if xp is np:
         _core._nonflat_extreme(padded, heights, offsets, float(signed[0]), erosion, out)
@@ -645,16 +673,16 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
     reflected element), or of steps until one changes nothing (below 1):
     on the GPU, union-find (symmetric elements, until nothing changes) or
     the step kernel, on the CPU, the spread (until nothing changes), where
-    they take the element; else (full boxes on the GPU too) the minimum and
-    maximum filters."""
+    they take the element; larger full boxes on the GPU by the box kernel;
+    else the minimum and maximum filters."""
     if not element.any():  # scipy: nothing to read, so an erosion holds everywhere and a dilation nowhere
         values = xp.asarray(input) != 0
         spread = xp.full(values.shape, not dilation, bool)
         return spread if mask is None else xp.where(xp.asarray(mask) == 0, values, spread)
     _check_c_long(iterations)
     taps = _taps(element, origins)
-    # (A larger full box on the GPU: the minimum and maximum filters' separable passes, whose cost grows
-    # little with the box, beat a kernel that reads every tap.)
+    # (A larger full box on the GPU: the box kernel's separable passes, whose cost does not grow with the
+    # box, beat a kernel that reads every tap.)
     big_box = element.all() and len(taps) > _STEP_MAX_BOX
     if xp is not np and _fits_binary_steps(taps) and not (big_box and iterations >= 1):
         if iterations < 1 and _symmetric(taps) and xp.asarray(input).size < 2**31:
@@ -665,24 +693,52 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
             eroded = _propagate_on_gpu(xp, xp.asarray(input) == 0, mask, taps, not border)
             return xp.logical_not(eroded, out=eroded)
         return _steps_on_gpu(xp, input, mask, taps, dilation, border, iterations)
+    step = None
+    if big_box and xp is not np and np.ptp(taps, axis=0).max() < _dispatch.cuda_module().binary_max_box:
+        step = functools.partial(_box_step_on_gpu, xp, taps.min(axis=0).tolist(), taps.max(axis=0).tolist(),
+                                 dilation, border)
+        if iterations == 1 and mask is None:
+            return step(_byte_image(xp, input))  # the input's bytes as they are, where the kernel reads them
     values = xp.asarray(input) != 0
     keep = None if mask is None else xp.asarray(mask) == 0
     spread = _spread_on_cpu(values, keep, taps, dilation, border) if iterations < 1 and xp is np else None
     if spread is not None:
         return spread
-    return _steps_by_filters(xp, values, keep, element, origins, dilation, border, iterations, stream, threads)
+    if step is None:
+        filter = _ndimage().maximum_filter if dilation else _ndimage().minimum_filter
+        step = functools.partial(_step_by_filter, filter, element, origins, border, stream, threads)
+    return _repeat(xp, step, values, keep, iterations)
 
 
-def _steps_by_filters(xp, values, keep, element, origins, dilation, border, iterations, stream, threads):
-    """_repeated_steps on the minimum (erosion) or maximum filter of the 0/1
-    bytes, one call a step; whether a step changed anything is read on the
-    host (every step below 1 iteration, every _CHANGE_CHECK steps else)."""
-    nd = _ndimage()
-    step = nd.maximum_filter if dilation else nd.minimum_filter
+def _step_by_filter(filter, element, origins, border, stream, threads, values):
+    """A step of _repeated_steps on the minimum (erosion) or maximum filter
+    of the 0/1 bytes `values`."""
+    return filter(values.view(np.uint8), footprint=element, mode="constant", cval=float(border), origin=origins,
+                  stream=stream, threads=threads).view(bool)
+
+
+def _box_step_on_gpu(cupy, lo, hi, dilation, border, values):
+    """A step of _repeated_steps by a full box, offsets lo to hi along each
+    axis, from the 0/nonzero bytes of the cupy array `values` (bools, or
+    _byte_image's): _cuda.binary_box, a pass an axis whose cost does not
+    grow with the box."""
+    values = cupy.ascontiguousarray(values)  # (a copy only of our own `!= 0` of a strided input)
+    result = cupy.empty(values.shape, bool)
+    passes = sum(h > l for l, h in zip(lo, hi))
+    scratch = cupy.empty(values.shape, bool) if passes > 1 else None
+    _dispatch.cuda_module().binary_box(values, result, scratch, lo, hi, dilation, border,
+                                       cupy.cuda.get_current_stream().ptr)
+    return result
+
+
+def _repeat(xp, step, values, keep, iterations):
+    """_repeated_steps by `step` (the bools of a step from the last one's),
+    the last values kept where `keep` is set; whether a step changed
+    anything is read on the host (every step below 1 iteration, every
+    _CHANGE_CHECK steps else)."""
     count = 0
     while True:
-        result = step(values.view(np.uint8), footprint=element, mode="constant", cval=float(border),
-                      origin=origins, stream=stream, threads=threads).view(bool)
+        result = step(values)
         if keep is not None:
             result = xp.where(keep, values, result)
         count += 1

@@ -138,10 +138,17 @@ std::string set_cpu_isa(const std::string& name) {
   return before;
 }
 
+// True when `a` holds `dtype`'s numbers as numpy counts dtypes equal: a
+// dtype made by astype or newbyteorder("=") is a descriptor of its own, which
+// py::dtype::is (identity) would refuse.
+bool has_dtype(const py::array& a, const py::dtype& dtype) {
+  return py::detail::npy_api::get().PyArray_EquivTypes_(a.dtype().ptr(), dtype.ptr());
+}
+
 // A C-order uint8 numpy array's data, refused (not copied) otherwise: the
 // arrays given to _propagate_binary are gpufilt's own intermediates.
 uint8_t* c_order_bytes(const py::array& a, const char* name, bool write) {
-  if (!a.dtype().is(py::dtype::of<uint8_t>()) || !(a.flags() & py::array::c_style) ||
+  if (!has_dtype(a, py::dtype::of<uint8_t>()) || !(a.flags() & py::array::c_style) ||
       (write && !a.writeable()))
     throw py::value_error(std::string(name) + " must be a C-order" + (write ? ", writable" : "") + " uint8 array");
   return static_cast<uint8_t*>(const_cast<void*>(a.data()));
@@ -159,7 +166,7 @@ void register_binary_propagation(py::module_& m) {
       c = c_order_bytes(mask, "changeable", false);
     }
     const std::vector<int64_t> shape(values.shape(), values.shape() + values.ndim());
-    if (!offsets.dtype().is(py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
+    if (!has_dtype(offsets, py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
         offsets.ndim() != 2 || offsets.shape(1) != values.ndim())
       throw py::value_error("offsets must be a C-order int64 array of shape (taps, values.ndim)");
     const auto* o = static_cast<const int64_t*>(offsets.data());
@@ -233,13 +240,13 @@ void register_nonflat(py::module_& m) {
   m.def("_nonflat_extreme", [](const py::array& padded, const py::array& heights, const py::array& offsets,
                                double first_height, bool erosion, py::array& out) {
     const DType dtype = nonflat_dtype(padded, "padded");
-    if (!heights.dtype().is(padded.dtype()) || !(heights.flags() & py::array::c_style) || heights.ndim() != 1)
+    if (!has_dtype(heights, padded.dtype()) || !(heights.flags() & py::array::c_style) || heights.ndim() != 1)
       throw py::value_error("heights must be a C-order 1-d array of padded's dtype");
-    if (!offsets.dtype().is(py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
+    if (!has_dtype(offsets, py::dtype::of<int64_t>()) || !(offsets.flags() & py::array::c_style) ||
         offsets.ndim() != 1 || offsets.shape(0) != heights.shape(0) || offsets.shape(0) == 0)
       throw py::value_error("offsets must be a C-order int64 array of one offset per height, at least one");
-    const bool out_float = dtype == DType::Float32 && out.dtype().is(py::dtype::of<float>());
-    if (!(out_float || out.dtype().is(py::dtype::of<double>())) || !(out.flags() & py::array::c_style) ||
+    const bool out_float = dtype == DType::Float32 && has_dtype(out, py::dtype::of<float>());
+    if (!(out_float || has_dtype(out, py::dtype::of<double>())) || !(out.flags() & py::array::c_style) ||
         !out.writeable() || out.ndim() != padded.ndim() || out.ndim() == 0)
       throw py::value_error("out must be a writable C-order float64 array (or float32, for float32 padded) of "
                             "padded's rank (at least 1)");
