@@ -320,28 +320,49 @@ __device__ void join(int32_t* label, int32_t a, int32_t b) {
 }
 
 
+// Each mask element's parent (-1 off the mask): itself, or, where the
+// element's row neighbour is a tap (`linked`) and the element continues a
+// run of mask elements along its row, the run's first element among the 32
+// of its warp (the last element before them, where the run started there):
+// runs are trees before any join, and the joins they imply are skipped
+// (label_join_kernel). A warp takes 32 neighbouring elements at a time.
 __global__ void __launch_bounds__(kThreads)
 label_init_kernel(const uint8_t* __restrict__ changeable, int32_t* __restrict__ label, uint8_t* __restrict__ reached,
-                  int32_t size) {
+                  int32_t size, int64_t row_length, bool linked) {
+  const int lane = threadIdx.x % 32;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < size; i += stride) {
-    label[i] = !changeable || changeable[i] ? (int32_t)i : -1;
-    reached[i] = 0;
+  for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32 * 32; base < size; base += stride) {
+    const int64_t i = base + lane;
+    const bool on_mask = i < size && (!changeable || changeable[i]);
+    const bool continues = linked && on_mask && i % row_length != 0 && (!changeable || changeable[i - 1]);
+    const uint32_t starts = ~__ballot_sync(0xFFFFFFFFu, continues) & ((2u << lane) - 1);  // lanes <= this one
+    const int64_t parent = !continues ? i : starts ? base + 31 - __clz(starts) : base - 1;
+    if (i < size) {
+      label[i] = on_mask ? (int32_t)parent : -1;
+      reached[i] = 0;
+    }
   }
 }
 
 // Joins each mask element with its mask neighbours at taps after it (the
-// element is symmetric: each pair once).
-__global__ void __launch_bounds__(kThreads) label_join_kernel(int32_t* label, const __grid_constant__ StepParams p) {
+// element is symmetric: each pair once). Where rows are linked
+// (label_init_kernel: `row_tap`, the row neighbour's tap, else -1), a pair
+// whose elements both follow mask elements along their rows is skipped:
+// the pair one element back was joined, and each element is in the tree of
+// the one before it. Only pairs at the starts of runs are left.
+__global__ void __launch_bounds__(kThreads)
+label_join_kernel(int32_t* label, int row_tap, const __grid_constant__ StepParams p) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.size; i += stride) {
     if (label[i] < 0) continue;
     uint32_t coord[kMaxBinarySpan];
     const bool interior = locate(p, (uint32_t)i, coord);
+    const bool follows = row_tap >= 0 && coord[0] > 0 && label[i - 1] >= 0;
     for (int t = 0; t < p.ntaps; ++t) {
-      if (p.flat[t] <= 0 || !(interior || tap_inside(p, coord, t))) continue;
+      if (p.flat[t] <= 0 || t == row_tap || !(interior || tap_inside(p, coord, t))) continue;
       const int64_t j = i + p.flat[t];
-      if (label[j] >= 0) join(label, (int32_t)i, (int32_t)j);
+      if (label[j] < 0 || (follows && (int64_t)coord[0] + p.offset[t][0] > 0 && label[j - 1] >= 0)) continue;
+      join(label, (int32_t)i, (int32_t)j);
     }
   }
 }
@@ -386,6 +407,15 @@ label_result_kernel(const uint8_t* __restrict__ in, const int32_t* label, const 
 
 int blocks_for(const void* kernel, int64_t size) { return grid_stride_blocks(kernel, kThreads, size); }
 
+// The tap of the next element along the row (1 along the last axis, 0 along
+// the others), or -1.
+int row_neighbour_tap(const StepParams& p) {
+  for (int t = 0; t < p.ntaps && p.nspan > 0; ++t)
+    if (p.offset[t][0] == 1 && std::all_of(p.offset[t] + 1, p.offset[t] + p.nspan, [](int8_t o) { return o == 0; }))
+      return t;
+  return -1;
+}
+
 }  // namespace
 
 void binary_steps(const ArrayDesc& source, const ArrayDesc& first, const ArrayDesc& second,
@@ -423,8 +453,10 @@ void binary_propagate(const ArrayDesc& source, const ArrayDesc& out, const Array
   auto* label = static_cast<int32_t*>(labels);
   auto* reached = reinterpret_cast<uint8_t*>(label + p.size);
   const int32_t size = (int32_t)p.size;
-  label_init_kernel<<<blocks_for((const void*)label_init_kernel, size), kThreads, 0, s>>>(keep, label, reached, size);
-  label_join_kernel<<<blocks_for((const void*)label_join_kernel, size), kThreads, 0, s>>>(label, p);
+  const int row_tap = row_neighbour_tap(p);
+  label_init_kernel<<<blocks_for((const void*)label_init_kernel, size), kThreads, 0, s>>>(
+      keep, label, reached, size, p.nspan ? p.extent[0] : 1, row_tap >= 0);
+  label_join_kernel<<<blocks_for((const void*)label_join_kernel, size), kThreads, 0, s>>>(label, row_tap, p);
   label_flatten_kernel<<<blocks_for((const void*)label_flatten_kernel, size), kThreads, 0, s>>>(label, size);
   label_reach_kernel<<<blocks_for((const void*)label_reach_kernel, size), kThreads, 0, s>>>(in, label, reached, p);
   label_result_kernel<<<blocks_for((const void*)label_result_kernel, size), kThreads, 0, s>>>(
