@@ -147,28 +147,36 @@ __device__ __forceinline__ bool any_bit(const uint32_t* bits, int a, int b) {
 
 __global__ void __launch_bounds__(kThreads)
 row_kernel(const uint8_t* __restrict__ in, uint8_t* __restrict__ out, const __grid_constant__ BoxPass p) {
+  constexpr int kWarps = kThreads / 32, kWordsPerWarp = (kRowWords + kWarps - 1) / kWarps;
   __shared__ uint32_t bits[kRowWords];  // bit b: the hit of flattened position start + lo + b
   const int64_t size = p.outer * p.n, start = (int64_t)blockIdx.x * kRowRun, from = start + p.lo;
   const int words = (kRowRun + (int)(p.hi - p.lo) + 31) / 32;
-  const int lane = threadIdx.x % 32;
-  for (int w = threadIdx.x / 32; w < words; w += kThreads / 32) {
-    const int64_t q = from + 32 * w + lane;
-    const bool hit = q >= 0 && q < size && ((in[q] != 0) == p.dilation);  // (outside the array: never read)
-    const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, hit);
-    if (lane == 0) bits[w] = ballot;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  bool hits[kWordsPerWarp];  // all of a thread's loads first, in flight together, then the ballots
+#pragma unroll
+  for (int k = 0; k < kWordsPerWarp; ++k) {
+    const int64_t q = from + 32 * (warp + k * kWarps) + lane;
+    hits[k] = warp + k * kWarps < words && q >= 0 && q < size && ((__ldg(in + q) != 0) == p.dilation);
+  }
+#pragma unroll
+  for (int k = 0; k < kWordsPerWarp; ++k) {
+    const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, hits[k]);
+    if (lane == 0 && warp + k * kWarps < words) bits[warp + k * kWarps] = ballot;
   }
   __syncthreads();
   const int64_t first = start + (int64_t)threadIdx.x * kRowOutputs;
+  int64_t c = first % p.n;  // the output's place in its row
   uint8_t result[kRowOutputs];
 #pragma unroll
   for (int m = 0; m < kRowOutputs; ++m) {
-    const int64_t i = first + m, c = i % p.n;  // the output's place in its row
-    // its window cut at the row's ends, as bits from the run's start
+    // the window of output first + m cut at its row's ends, as bits from the run's start
+    const int64_t row_from = first + m - c - from;
     const int64_t a = max(c + p.lo, (int64_t)0), b = min(c + p.hi, p.n - 1);
     const bool cut = a != c + p.lo || b != c + p.hi;
     bool hit = cut && p.border_hits;
-    if (!hit && a <= b) hit = any_bit(bits, (int)(i - c + a - from), (int)(i - c + b - from));
+    if (!hit && a <= b) hit = any_bit(bits, (int)(row_from + a), (int)(row_from + b));
     result[m] = hit == p.dilation;
+    c = c + 1 == p.n ? 0 : c + 1;
   }
   if (first + kRowOutputs <= size && reinterpret_cast<uintptr_t>(out + first) % 16 == 0) {
     uint32_t w[4];
