@@ -206,8 +206,6 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
       const int ty = g / (TX / Q), tx = g % (TX / Q) * Q;
       const int64_t y = y0 + ty, x = x0 + tx;
       if (y >= a.n[0] || x >= a.n[2]) continue;
-      char* const at = out + y * a.out_step[0] + x * a.out_step[2];
-      const auto before = combined_with<T, Q, Acc>(a.combine, at, a.out_step[2], a.n[2] - x, a.run_stores);
       Acc v[G::kRowValues];
       load_run<G::kRowValues, G::kVec>(A + ty * HXP + tx, v);
       Acc results[Q];
@@ -227,7 +225,8 @@ __global__ void __launch_bounds__(kThreads, PlaneGeometry<T, TAPS, Acc>::kMinBlo
 #pragma unroll
         for (int i = 0; i < Q; ++i) results[i] = v[i];
       }
-      store_combined<T>(a.combine, at, results, before, a.out_step[2], a.n[2] - x, a.run_stores);
+      store_combined<T>(a.combine, out + y * a.out_step[0] + x * a.out_step[2], results, a.out_step[2],
+                        a.n[2] - x, a.run_stores);
     }
   });
 }

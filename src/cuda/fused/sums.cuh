@@ -575,45 +575,24 @@ __device__ __forceinline__ typename storage<T>::type rounded_op(Elementwise op, 
     return op == Elementwise::Add ? __dadd_rn(a, b) : op == Elementwise::Multiply ? __dmul_rn(a, b) : __dsqrt_rn(a);
 }
 
-// Whether the combine code is built into a kernel: for the chains
-// fused_derivative_sum takes only (float32 and float64 summed in double);
-// the other kernels are as they were.
-template <DType T, class Acc>
-constexpr bool kCombines = (T == DType::Float32 || T == DType::Float64) && std::is_same_v<Acc, double>;
-
-// The Q output values at p that store_combined adds the results to (zeros
-// where it adds nothing: Store, Square, kernels without the combine code).
-// Read before the results' sums, so that the load's latency hides behind
-// them: read after, a plane kernel that adds took about 1.35 ms a chain of
-// a 512^3 derivative sum on an H100, one that stores 0.7 to 1.0.
+// store_results, the results combined with what the output holds first
+// (Combine): as numpy's square, add and sqrt of the stored results would.
+// Built for the chains fused_derivative_sum takes only (float32 and float64
+// summed in double): the other kernels are as they were.
 template <DType T, int Q, class Acc>
-__device__ __forceinline__ Run<typename storage<T>::type, Q> combined_with(Combine combine, const char* p,
-                                                                          int64_t step, int64_t remaining,
-                                                                          bool whole) {
-  using S = typename storage<T>::type;
-  Run<S, Q> before{};
-  if constexpr (kCombines<T, Acc>) {
-    if (combine == Combine::Store || combine == Combine::Square) return before;
-    if (whole && remaining >= Q) before = *reinterpret_cast<const Run<S, Q>*>(p);
-    else
-      for (int i = 0; i < Q && i < remaining; ++i) before.v[i] = *reinterpret_cast<const S*>(p + i * step);
-  }
-  return before;
-}
-
-// store_results, the results combined with `before` (combined_with's
-// values of the output): as numpy's square, add and sqrt of the stored
-// results would.
-template <DType T, int Q, class Acc>
-__device__ __forceinline__ void store_combined(Combine combine, char* p, const Acc (&results)[Q],
-                                               const Run<typename storage<T>::type, Q>& before, int64_t step,
+__device__ __forceinline__ void store_combined(Combine combine, char* p, const Acc (&results)[Q], int64_t step,
                                                int64_t remaining, bool whole) {
-  if constexpr (!kCombines<T, Acc>) {
+  if constexpr (!((T == DType::Float32 || T == DType::Float64) && std::is_same_v<Acc, double>)) {
     store_results<T>(p, results, step, remaining, whole);
   } else {
     if (combine == Combine::Store) return store_results<T>(p, results, step, remaining, whole);
     using S = typename storage<T>::type;
-    Run<S, Q> out;
+    Run<S, Q> before{}, out;
+    if (combine != Combine::Square) {
+      if (whole && remaining >= Q) before = *reinterpret_cast<const Run<S, Q>*>(p);
+      else
+        for (int i = 0; i < Q && i < remaining; ++i) before.v[i] = *reinterpret_cast<const S*>(p + i * step);
+    }
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
       S r = storage_of<T>(results[i]);
