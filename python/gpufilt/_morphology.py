@@ -10,7 +10,6 @@ the input's own library (numpy or cupy); the results are scipy's.
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import operator
 from typing import Any
@@ -673,16 +672,16 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
     reflected element), or of steps until one changes nothing (below 1):
     on the GPU, union-find (symmetric elements, until nothing changes) or
     the step kernel, on the CPU, the spread (until nothing changes), where
-    they take the element; larger full boxes on the GPU by the box kernel;
-    else the minimum and maximum filters."""
+    they take the element; else (full boxes on the GPU too) the minimum and
+    maximum filters."""
     if not element.any():  # scipy: nothing to read, so an erosion holds everywhere and a dilation nowhere
         values = xp.asarray(input) != 0
         spread = xp.full(values.shape, not dilation, bool)
         return spread if mask is None else xp.where(xp.asarray(mask) == 0, values, spread)
     _check_c_long(iterations)
     taps = _taps(element, origins)
-    # (A larger full box on the GPU: the box kernel's separable passes, whose cost does not grow with the
-    # box, beat a kernel that reads every tap.)
+    # (A larger full box on the GPU: the minimum and maximum filters' separable passes, whose cost grows
+    # little with the box, beat a kernel that reads every tap.)
     big_box = element.all() and len(taps) > _STEP_MAX_BOX
     if xp is not np and _fits_binary_steps(taps) and not (big_box and iterations >= 1):
         if iterations < 1 and _symmetric(taps) and xp.asarray(input).size < 2**31:
@@ -693,52 +692,24 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
             eroded = _propagate_on_gpu(xp, xp.asarray(input) == 0, mask, taps, not border)
             return xp.logical_not(eroded, out=eroded)
         return _steps_on_gpu(xp, input, mask, taps, dilation, border, iterations)
-    step = None
-    if big_box and xp is not np and np.ptp(taps, axis=0).max() < _dispatch.cuda_module().binary_max_box:
-        step = functools.partial(_box_step_on_gpu, xp, taps.min(axis=0).tolist(), taps.max(axis=0).tolist(),
-                                 dilation, border)
-        if iterations == 1 and mask is None:
-            return step(_byte_image(xp, input))  # the input's bytes as they are, where the kernel reads them
     values = xp.asarray(input) != 0
     keep = None if mask is None else xp.asarray(mask) == 0
     spread = _spread_on_cpu(values, keep, taps, dilation, border) if iterations < 1 and xp is np else None
     if spread is not None:
         return spread
-    if step is None:
-        filter = _ndimage().maximum_filter if dilation else _ndimage().minimum_filter
-        step = functools.partial(_step_by_filter, filter, element, origins, border, stream, threads)
-    return _repeat(xp, step, values, keep, iterations)
+    return _steps_by_filters(xp, values, keep, element, origins, dilation, border, iterations, stream, threads)
 
 
-def _step_by_filter(filter, element, origins, border, stream, threads, values):
-    """A step of _repeated_steps on the minimum (erosion) or maximum filter
-    of the 0/1 bytes `values`."""
-    return filter(values.view(np.uint8), footprint=element, mode="constant", cval=float(border), origin=origins,
-                  stream=stream, threads=threads).view(bool)
-
-
-def _box_step_on_gpu(cupy, lo, hi, dilation, border, values):
-    """A step of _repeated_steps by a full box, offsets lo to hi along each
-    axis, from the 0/nonzero bytes of the cupy array `values` (bools, or
-    _byte_image's): _cuda.binary_box, a pass an axis whose cost does not
-    grow with the box."""
-    values = cupy.ascontiguousarray(values)  # (a copy only of our own `!= 0` of a strided input)
-    result = cupy.empty(values.shape, bool)
-    passes = sum(h > l for l, h in zip(lo, hi))
-    scratch = cupy.empty(values.shape, bool) if passes > 1 else None
-    _dispatch.cuda_module().binary_box(values, result, scratch, lo, hi, dilation, border,
-                                       cupy.cuda.get_current_stream().ptr)
-    return result
-
-
-def _repeat(xp, step, values, keep, iterations):
-    """_repeated_steps by `step` (the bools of a step from the last one's),
-    the last values kept where `keep` is set; whether a step changed
-    anything is read on the host (every step below 1 iteration, every
-    _CHANGE_CHECK steps else)."""
+def _steps_by_filters(xp, values, keep, element, origins, dilation, border, iterations, stream, threads):
+    """_repeated_steps on the minimum (erosion) or maximum filter of the 0/1
+    bytes, one call a step; whether a step changed anything is read on the
+    host (every step below 1 iteration, every _CHANGE_CHECK steps else)."""
+    nd = _ndimage()
+    step = nd.maximum_filter if dilation else nd.minimum_filter
     count = 0
     while True:
-        result = step(values)
+        result = step(values.view(np.uint8), footprint=element, mode="constant", cval=float(border),
+                      origin=origins, stream=stream, threads=threads).view(bool)
         if keep is not None:
             result = xp.where(keep, values, result)
         count += 1

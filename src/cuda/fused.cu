@@ -590,9 +590,12 @@ bool plane_stack_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vec
 // True for a lone pass that the long-pass kernel of its bucket runs faster
 // than the tile kernel planned for it: a 9-tap correlation along axis 0 or
 // 1 of a volume, which only fused_kernel takes of the tiles (blocked_kernel
-// takes chains of three), with a ring of nine planes (H100, 512^3 along axis
-// 0: float32 0.86 ms, float64 1.25, where 11 to 17 taps in the long-pass
-// kernel took 0.42 and 0.64).
+// takes chains of three), with a ring of nine planes. H100, 512^3 (ms):
+// float32 0.82-0.89 -> 0.41-0.42, float64 1.50 -> 0.81-0.83, uint16 1.24-1.29
+// -> 0.81-0.82, uint8 1.22-1.28 -> 0.39. (Other 9-tap passes of a volume
+// are cliffs too, against 11 taps in the long-pass kernels: along axis 2,
+// correlations 0.80 / 0.46 float32, 1.42 / 0.89 float64; uniform 0.77-0.88
+// / 0.42-0.52; maximum 0.73-0.92 / 0.52-0.65. Not moved: untested there.)
 bool long_pass_beats_tiles(int ndim, const FusedArgs& a) {
   return ndim == 3 && a.pass[2].taps == 0 && std::any_of(a.pass, a.pass + 2, [](const FusedPass& p) {
            return p.taps == 9 && p.kind == LineKind::Correlate;
