@@ -44,10 +44,10 @@ def test_correlate1d_any_length(dtype, taps, rng):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_lone_9_tap_passes_along_each_axis_of_a_volume(dtype, rng):
-    """A lone 9-tap correlation along axis 0 or 1 of a volume runs in the
-    long-pass kernel (bucket 17), along axis 2 in the tiles: asymmetric and
-    symmetric weights with origins, gaussian derivatives and means, every
-    mode, bit for bit where the CPU's sums are."""
+    """A lone 9-tap pass along any axis of a volume runs in the long-pass
+    kernels (bucket 17, or the minimum and maximum kernels): asymmetric and
+    symmetric weights with origins, gaussian derivatives, means, minima and
+    maxima, every mode, bit for bit where the CPU's sums are."""
     volume = cupy.asarray(random_array(rng, (30, 21, 140), dtype))
     w = weights_for(rng, dtype, 9)
     for axis in (0, 1, 2):
@@ -56,6 +56,9 @@ def test_lone_9_tap_passes_along_each_axis_of_a_volume(dtype, rng):
                   mode=str(rng.choice(MODES)), cval=float(rng.normal()))
         check("gaussian_filter1d", volume, 1.0, axis=axis, order=axis % 3, mode=str(rng.choice(MODES)))
         check("uniform_filter1d", volume, 9, axis=axis, mode=str(rng.choice(MODES)), exact=False)
+        for name in ("minimum_filter1d", "maximum_filter1d"):
+            check(name, volume, 9, axis=axis, mode=str(rng.choice(MODES)), cval=float(rng.normal()),
+                  origin=int(rng.integers(-4, 5)))
 
 
 @pytest.mark.parametrize("size", [4, 10, 11, 16, 17, 18, 21, 31, 34, 63])

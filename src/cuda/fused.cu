@@ -588,31 +588,33 @@ bool plane_stack_chain(const ArrayDesc& in, const ArrayDesc& out, const std::vec
 }
 
 // True for a lone pass that the long-pass kernel of its bucket runs faster
-// than the tile kernel planned for it: a 9-tap correlation along axis 0 or
-// 1 of a volume, which only fused_kernel takes of the tiles (blocked_kernel
-// takes chains of three), with a ring of nine planes. H100, 512^3 (ms):
-// float32 0.82-0.89 -> 0.41-0.42, float64 1.50 -> 0.81-0.83, uint16 1.24-1.29
-// -> 0.81-0.82, uint8 1.22-1.28 -> 0.39. (Other 9-tap passes of a volume
-// are cliffs too, against 11 taps in the long-pass kernels: along axis 2,
-// correlations 0.80 / 0.46 float32, 1.42 / 0.89 float64; uniform 0.77-0.88
-// / 0.42-0.52; maximum 0.73-0.92 / 0.52-0.65. Not moved: untested there.)
-bool long_pass_beats_tiles(int ndim, const FusedArgs& a) {
-  return ndim == 3 && a.pass[2].taps == 0 && std::any_of(a.pass, a.pass + 2, [](const FusedPass& p) {
-           return p.taps == 9 && p.kind == LineKind::Correlate;
-         });
-}
+// than the tile kernel planned for it: a 9-tap pass of a volume along any
+// axis, which only fused_kernel takes of the tiles (blocked_kernel takes
+// chains of three), with a ring of nine planes. H100, 512^3 (ms), along axis
+// 0 or 1: correlations float32 0.82-0.89 -> 0.41-0.42, float64 1.50 ->
+// 0.81-0.83, uint16 1.24-1.29 -> 0.81-0.82, uint8 1.22-1.28 -> 0.39. The
+// tiles' other 9-tap passes of a volume, against 11 taps in the long-pass
+// kernels: along axis 2, correlations 0.80 / 0.46 float32, 1.42 / 0.89
+// float64; uniform 0.77-0.88 / 0.42-0.52; maximum 0.73-0.92 / 0.52-0.65.
+bool long_pass_beats_tiles(int ndim, const FusedArgs& a) { return ndim == 3 && shared_taps(a) == 9; }
 
-// A pass alone: in the tile kernel built for its taps, else in the
-// long-pass kernel of its bucket. False when neither takes it.
+// A pass alone: in the tile kernel built for its taps, unless the long-pass
+// kernel of its bucket beats it; else in the long-pass kernel. False when
+// neither takes it.
 bool lone_pass(const ArrayDesc& in, const ArrayDesc& out, const LinePass& pass, double cval, cudaStream_t stream) {
-  FusedPlan plan;
-  if (plan_fused(in, out, {pass}, cval, plan) && !long_pass_beats_tiles(in.ndim, plan.args)) {
-    launch_planned(plan, in, out, stream);
+  FusedPlan tiles;
+  const bool tiled = plan_fused(in, out, {pass}, cval, tiles);
+  if (tiled && !long_pass_beats_tiles(in.ndim, tiles.args)) {
+    launch_planned(tiles, in, out, stream);
     return true;
   }
-  if (!describe_chain(in, out, {pass}, cval, kMaxLongTaps, plan)) return false;
-  const FusedPass* p = std::find_if(plan.args.pass, plan.args.pass + 3, [](const FusedPass& q) { return q.taps; });
-  return dispatch_real_dtype<LongPassLauncher>(in.dtype, plan, (int)(p - plan.args.pass), out, stream);
+  FusedPlan plan;
+  if (describe_chain(in, out, {pass}, cval, kMaxLongTaps, plan)) {
+    const FusedPass* p = std::find_if(plan.args.pass, plan.args.pass + 3, [](const FusedPass& q) { return q.taps; });
+    if (dispatch_real_dtype<LongPassLauncher>(in.dtype, plan, (int)(p - plan.args.pass), out, stream)) return true;
+  }
+  if (tiled) launch_planned(tiles, in, out, stream);
+  return tiled;
 }
 
 }  // namespace
