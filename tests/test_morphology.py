@@ -645,6 +645,77 @@ def test_binary_elements_beyond_the_step_kernel_take_the_filters(case, rng):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+@pytest.mark.parametrize("seed", range(6))
+def test_full_boxes_take_the_box_kernel_as_scipy(seed):
+    """Full boxes of more than 9 elements (the box kernel): lengths 1 to 40
+    along each axis with origins, 1-4 dimensions, rows of whole 16-byte
+    vectors and not, rows shorter and longer than a block's run, 0/nonzero
+    inputs of several dtypes and layouts (unaligned views too), border
+    values, masks and 1-3 steps; scipy's bytes."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(300 + seed)
+    for _ in range(10):
+        ndim = int(rng.integers(1, 5))
+        shape = [int(n) for n in rng.integers(1, 40 if ndim < 3 else 14, ndim)]
+        shape[-1] = int(rng.choice([shape[-1], 16, 48, 5000 if ndim == 1 else 64]))
+        box = [int(n) for n in rng.integers(1, 41 if ndim < 3 else 9, ndim)]
+        box[int(rng.integers(ndim))] = max(box[0], 10)  # (more than 9 elements)
+        structure = np.ones(box, bool)
+        origin = [int(rng.integers(-(n // 2), (n - 1) // 2 + 1)) for n in box]
+        dtype = rng.choice(["bool", "uint8", "int8", "float32"])
+        image = ((rng.random(shape) < rng.uniform(0.5, 0.99)) * rng.integers(1, 4, shape)).astype(dtype)
+        border_value = int(rng.integers(0, 2))
+        iterations = int(rng.choice([1, 1, 2, 3]))
+        kwargs = dict(structure=structure, border_value=border_value, origin=origin,
+                      mask=None if rng.random() < 0.6 else rng.random(shape) < 0.8)
+        layout = int(rng.integers(0, 3))
+        data = _on_cupy(cupy, image, layout)
+        if layout == 1:  # an unaligned C-contiguous view
+            data = cupy.concatenate([cupy.zeros(1, image.dtype), cupy.asarray(image).ravel()])[1:].reshape(shape)
+        gpu_kwargs = {**kwargs, "mask": _on_cupy(cupy, kwargs["mask"])}
+        for name in ("binary_erosion", "binary_dilation"):
+            # (scipy's own repetition, with origins, reads and writes past its buffers: _steps)
+            same(getattr(gnd, name)(data, iterations=iterations, **gpu_kwargs).get(),
+                 _steps(name, image, iterations, **kwargs),
+                 (name, shape, box, origin, dtype, layout, border_value, iterations))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
+def test_binary_box_binding_refuses_what_it_cannot_run():
+    """_cuda.binary_box, called directly: a ValueError naming the argument
+    for wrong dtypes, layouts, shapes, overlaps and boxes; nothing written."""
+    cupy = pytest.importorskip("cupy")
+    from gpufilt import _dispatch
+    cuda = _dispatch.cuda_module()
+    image = cupy.ones((8, 9), bool)
+    out, scratch = cupy.zeros((8, 9), bool), cupy.zeros((8, 9), bool)
+    stream = cupy.cuda.get_current_stream().ptr
+
+    def run(source=image, a=out, b=scratch, lo=(-1, -2), hi=(1, 2)):
+        cuda.binary_box(source, a, b, list(lo), list(hi), False, False, stream)
+
+    for kwargs, match in [({"source": image.astype(np.int16)}, "source must be a C-contiguous"),
+                          ({"source": cupy.ones((9, 8), bool).T}, "source must be a C-contiguous"),
+                          ({"a": cupy.zeros((8, 10), bool)[:, :9]}, "out must be a C-contiguous"),
+                          ({"b": cupy.zeros((8, 9), np.int32)}, "scratch must be a C-contiguous"),
+                          ({"a": image}, "must not share memory"),
+                          ({"b": out}, "must not share memory"),
+                          ({"b": None}, "scratch may be None for a box of one pass only"),
+                          ({"lo": (-1,)}, "one value per axis"),
+                          ({"lo": (1, -2)}, "lo <= 0 <= hi"),
+                          ({"hi": (1, 300)}, "at most 255 elements"),
+                          ({"lo": (0, 0), "hi": (0, 0)}, "longer than 1")]:
+        with pytest.raises(ValueError, match=match):
+            run(**kwargs)
+    cupy.cuda.get_current_stream().synchronize()
+    assert not out.any() and not scratch.any()
+    run(b=None, lo=(0, -2), hi=(0, 2))
+    same(out.get(), snd.binary_erosion(np.ones((8, 9), bool), np.ones((1, 5), bool), border_value=0))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
 def test_steps_until_nothing_changes_over_many_batches(rng):
     """A spread of thousands of steps (a snake-shaped corridor, one element
     a step): batches of 8, 16, ... 256 steps until the counter says the

@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -126,6 +127,31 @@ void run_binary_steps(py::handle source, py::handle first, py::handle second, py
   py::gil_scoped_release nogil;
   cuda::binary_steps(in.desc, a.desc, b.desc, keep ? &keep->desc : nullptr, offsets, dilation, border, first_step,
                      count, reinterpret_cast<int64_t*>(counter.desc.data), stream);
+}
+
+// binary_box (cuda/api.hpp) from Python: arrays checked, GIL released.
+void run_binary_box(py::handle source, py::handle output, py::handle scratch, const std::vector<int64_t>& lo,
+                    const std::vector<int64_t>& hi, bool dilation, bool border, intptr_t stream) {
+  CudaPolicy policy(stream);
+  ImportedArray in = import_array(source, "source", Access::Read, policy.options());
+  ImportedArray out = import_array(output, "out", Access::Write, policy.options());
+  // No scratch for one pass: `out` stands in, never read.
+  ImportedArray between = import_array(scratch.is_none() ? output : scratch, "scratch", Access::Write,
+                                       policy.options());
+  static const char* const names[] = {"source", "out", "scratch"};
+  const ImportedArray* arrays[] = {&in, &out, &between};
+  const CallArrays call(arrays, 3);
+  require_device(call, names, Device::CUDA);
+  for (int i = 0; i < 3; ++i) require_byte_image(*arrays[i], names[i], in.desc);
+  int passes = 0;  // (binary_box checks lo and hi)
+  for (size_t d = 0; d < std::min(lo.size(), hi.size()); ++d) passes += hi[d] > lo[d];
+  if (scratch.is_none() && passes > 1) throw py::value_error("scratch may be None for a box of one pass only");
+  if (may_overlap(out.desc, in.desc) ||
+      (!scratch.is_none() && (may_overlap(between.desc, in.desc) || may_overlap(between.desc, out.desc))))
+    throw py::value_error("source, out and scratch must not share memory");
+  policy.enter(call);
+  py::gil_scoped_release nogil;
+  cuda::binary_box(in.desc, out.desc, between.desc, lo, hi, dilation, border, stream);
 }
 
 // binary_propagate (cuda/api.hpp) from Python: arrays checked, GIL released.
@@ -271,6 +297,12 @@ PYBIND11_MODULE(_cuda, m) {
         "Steps of binary erosion or dilation on C-contiguous 0/1 bytes, from source into first and second in "
         "turn; offsets: the taps, flattened (ntaps x ndim); last_change: an int64 device counter (0 at the "
         "start of an operation) holding the last step that changed an element.");
+  m.attr("binary_max_box") = cuda::kMaxBoxLength;
+  m.def("binary_box", &run_binary_box, py::arg("source"), py::arg("out"), py::arg("scratch"), py::arg("lo"),
+        py::arg("hi"), py::arg("dilation"), py::arg("border"), py::arg("stream"),
+        "A step of binary erosion or dilation by a full box on C-contiguous 0/nonzero bytes, from source into "
+        "out (0/1); lo and hi: the window's first and last offset along each axis; scratch: an array like out "
+        "for the passes between (None for a box longer than 1 along one axis only).");
   m.def("runtime_info", &runtime_info, "CUDA driver, runtime and devices, or why none is usable.");
   m.def("unusable_reason", []() { return unusable_reason(); },
         "Why no CUDA device is usable, or '' when one is.");

@@ -67,6 +67,20 @@ void binary_steps(const ArrayDesc& source, const ArrayDesc& first, const ArrayDe
                   const ArrayDesc* changeable, const std::vector<int64_t>& offsets, bool dilation, bool border,
                   int64_t first_step, int64_t count, int64_t* last_change, intptr_t stream);
 
+// One step of binary erosion or dilation by a full box (every element of
+// the structuring element set) on C-contiguous arrays of 0/nonzero bytes of
+// one shape, from `source` into `out` (0/1): the window of an element spans
+// offsets lo[d] to hi[d] along each axis d (lo[d] <= 0 <= hi[d], at most
+// kMaxBoxLength elements, longer than 1 along some axis); `border` beyond
+// the edges. One pass along each axis the box is longer than 1 along, their
+// cost independent of its length; `scratch` (of the same shape, sharing no
+// memory with `source` or `out`) holds the passes between the first and the
+// last, and is not used for one pass. Enqueued on `stream`; nothing waits.
+constexpr int kMaxBoxLength = 255;
+void binary_box(const ArrayDesc& source, const ArrayDesc& out, const ArrayDesc& scratch,
+                const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, bool dilation, bool border,
+                intptr_t stream);
+
 // Binary dilation repeated until nothing changes (binary_propagation,
 // binary_fill_holes), in a few passes of union-find: for `offsets` (as
 // binary_steps') symmetric about 0 and holding it, which the caller checks;
