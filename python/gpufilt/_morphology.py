@@ -695,8 +695,7 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
             return xp.logical_not(eroded, out=eroded)
         return _steps_on_gpu(xp, input, mask, taps, dilation, border, iterations)
     step = None
-    longest = int(np.ptp(taps, axis=0).max()) + 1
-    if big_box and xp is not np and _BOX_KERNEL_MIN_LENGTH <= longest <= _dispatch.cuda_module().binary_max_box:
+    if big_box and xp is not np and _box_kernel_takes(taps):
         step = functools.partial(_box_step_on_gpu, xp, taps.min(axis=0).tolist(), taps.max(axis=0).tolist(),
                                  dilation, border)
         if iterations == 1 and mask is None:
@@ -710,6 +709,13 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
         filter = _ndimage().maximum_filter if dilation else _ndimage().minimum_filter
         step = functools.partial(_step_by_filter, filter, element, origins, border, stream, threads)
     return _repeat(xp, step, values, keep, iterations)
+
+
+def _box_kernel_takes(taps):
+    """True when the box kernel runs the full box of `taps` (more than one
+    tap): a side of _BOX_KERNEL_MIN_LENGTH or more, none beyond its bound."""
+    longest = int(np.ptp(taps, axis=0).max()) + 1
+    return _BOX_KERNEL_MIN_LENGTH <= longest <= _dispatch.cuda_module().binary_max_box
 
 
 def _step_by_filter(filter, element, origins, border, stream, threads, values):
