@@ -647,11 +647,11 @@ def test_binary_elements_beyond_the_step_kernel_take_the_filters(case, rng):
 @pytest.mark.skipif(not CUDA_USABLE, reason="no usable CUDA device")
 @pytest.mark.parametrize("seed", range(6))
 def test_full_boxes_take_the_box_kernel_as_scipy(seed):
-    """Full boxes of more than 9 elements (the box kernel): lengths 1 to 40
-    along each axis with origins, 1-4 dimensions, rows of whole 16-byte
+    """Full boxes with a side of 10 or more (the box kernel): lengths 1 to
+    40 along the other axes, origins, 1-4 dimensions, rows of whole 16-byte
     vectors and not, rows shorter and longer than a block's run, 0/nonzero
     inputs of several dtypes and layouts (unaligned views too), border
-    values, masks and 1-3 steps; scipy's bytes."""
+    values, masks and 1-3 steps; the bytes of scipy's single step repeated."""
     cupy = pytest.importorskip("cupy")
     rng = np.random.default_rng(300 + seed)
     for _ in range(10):

@@ -682,8 +682,8 @@ def _repeated_steps(xp, input, mask, element, origins, dilation, border, iterati
         return spread if mask is None else xp.where(xp.asarray(mask) == 0, values, spread)
     _check_c_long(iterations)
     taps = _taps(element, origins)
-    # (A larger full box on the GPU: the box kernel's separable passes, whose cost does not grow with the
-    # box, beat a kernel that reads every tap.)
+    # (A larger full box on the GPU: separable passes, the box kernel's or the minimum and maximum
+    # filters', beat a kernel that reads every tap.)
     big_box = element.all() and len(taps) > _STEP_MAX_BOX
     if xp is not np and _fits_binary_steps(taps) and not (big_box and iterations >= 1):
         if iterations < 1 and _symmetric(taps) and xp.asarray(input).size < 2**31:
@@ -789,9 +789,9 @@ def _symmetric(offsets):
     return (0,) * offsets.shape[1] in taps and all(tuple(-x for x in t) in taps for t in taps)
 
 
-# Full boxes of more elements than this take the separable minimum and
-# maximum filters on the GPU (H200, 8192^2: 3x3 0.45 ms by the step kernel,
-# 0.72 by the filters; 7x7 1.26 against 0.67).
+# Full boxes of more elements than this take separable passes on the GPU,
+# the minimum and maximum filters' or the box kernel's (H200, 8192^2: 3x3
+# 0.45 ms by the step kernel, 0.72 by the filters; 7x7 1.26 against 0.67).
 _STEP_MAX_BOX = 9
 
 # Full boxes at least this long along some axis take the box kernel on the
